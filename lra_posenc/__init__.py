@@ -1,0 +1,1 @@
+"""lra_posenc: comparing positional encodings in Transformers on LRA ListOps and translation."""

@@ -1,0 +1,121 @@
+"""LRA-compatible ListOps generator (Nangia & Bowman 2018, as released with LRA).
+
+    python -m lra_posenc.data.listops --output_dir DIR --seed S
+
+writes DIR/basic_{train,val,test}.tsv with the header `Source<TAB>Target`, then one
+`expression<TAB>label` row per line, the expression in LRA's bracketed form, e.g.
+`( ( ( [MAX 2 ) 9 ) ] )` for [MAX 2 9] = 9.
+
+The tree process and string format follow LRA's generator. Its length is the number of
+operator, value and `]` tokens; like LRA it keeps min_length < length < max_length.
+Unlike LRA it draws from its own seeded `random.Random` and keeps expressions in
+insertion order, so the same arguments write the same bytes. Expressions are unique
+across the three splits, so the splits are disjoint.
+"""
+import argparse
+import dataclasses
+import os
+import random
+import statistics
+from collections.abc import Sequence
+
+OPERATORS = ('[MIN', '[MAX', '[MED', '[SM')
+END = ']'
+VALUE_PROBABILITY = 0.75  # LRA: a node below max_depth is a value unless random() <= 0.25.
+SPLITS = ('train', 'val', 'test')
+
+Tree = int | tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratorOptions:
+  max_depth: int = 10
+  max_args: int = 10
+  min_length: int = 500
+  max_length: int = 2000
+
+
+def apply_operator(operator: str, args: Sequence[int]) -> int:
+  """The value of one ListOps operator; MED is the median truncated to int, as in LRA."""
+  if operator == '[MIN':
+    return min(args)
+  if operator == '[MAX':
+    return max(args)
+  if operator == '[MED':
+    return int(statistics.median(args))
+  if operator == '[SM':
+    return sum(args) % 10
+  raise ValueError(f'unknown ListOps operator {operator!r}')
+
+
+def _generate_tree(rng: random.Random, depth: int, options: GeneratorOptions) -> tuple[Tree, int, int]:
+  """Returns (tree, token length, value)."""
+  if depth >= options.max_depth or rng.random() > 1 - VALUE_PROBABILITY:
+    value = rng.randrange(10)
+    return value, 1, value
+  num_args = rng.randint(2, options.max_args)
+  children = [_generate_tree(rng, depth + 1, options) for _ in range(num_args)]
+  operator = rng.choice(OPERATORS)
+  tree: Tree = (operator, children[0][0])
+  for child, _, _ in children[1:]:
+    tree = (tree, child)
+  length = 2 + sum(child_length for _, child_length, _ in children)
+  return (tree, END), length, apply_operator(operator, [value for _, _, value in children])
+
+
+def to_string(tree: Tree) -> str:
+  if isinstance(tree, (int, str)):
+    return str(tree)
+  return f'( {to_string(tree[0])} {to_string(tree[1])} )'
+
+
+def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
+             exclude: frozenset = frozenset()) -> dict[str, int]:
+  """`num_samples` distinct expressions (not in `exclude`) mapped to their labels."""
+  samples: dict[str, int] = {}
+  while len(samples) < num_samples:
+    tree, length, value = _generate_tree(rng, 1, options)
+    if options.min_length < length < options.max_length:
+      expression = to_string(tree)
+      if expression not in exclude:
+        samples[expression] = value
+  return samples
+
+
+def write_splits(output_dir: str, seed: int, sizes: dict[str, int], options: GeneratorOptions) -> dict[str, str]:
+  """Writes basic_{split}.tsv for every split; returns their paths."""
+  rng = random.Random(seed)
+  os.makedirs(output_dir, exist_ok=True)
+  seen: set[str] = set()
+  paths = {}
+  for split in SPLITS:
+    samples = generate(sizes[split], options, rng, exclude=frozenset(seen))
+    seen.update(samples)
+    paths[split] = os.path.join(output_dir, f'basic_{split}.tsv')
+    temporary = paths[split] + '.tmp'
+    with open(temporary, 'w', encoding='utf-8', newline='\n') as f:
+      f.write('Source\tTarget\n')
+      f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
+    os.replace(temporary, paths[split])
+  return paths
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  defaults = GeneratorOptions()
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--output_dir', required=True)
+  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--num_train_samples', type=int, default=96000)
+  parser.add_argument('--num_valid_samples', type=int, default=2000)
+  parser.add_argument('--num_test_samples', type=int, default=2000)
+  for field in dataclasses.fields(GeneratorOptions):
+    parser.add_argument(f'--{field.name}', type=int, default=getattr(defaults, field.name))
+  args = parser.parse_args(argv)
+  options = GeneratorOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GeneratorOptions)})
+  sizes = dict(train=args.num_train_samples, val=args.num_valid_samples, test=args.num_test_samples)
+  for split, path in write_splits(args.output_dir, args.seed, sizes, options).items():
+    print(f'{split}: {sizes[split]} expressions -> {path}')
+
+
+if __name__ == '__main__':
+  main()

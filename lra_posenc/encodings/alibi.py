@@ -1,0 +1,39 @@
+"""ALiBi (Press et al. 2022): a per-head linear penalty on query-key distance.
+
+The penalty is -slope * |i - j|. In a causal decoder only j <= i is attended, where
+this is the paper's -slope * (i - j); in a bidirectional encoder both sides are
+penalised alike, which makes a bidirectional encoder blind to reversing the whole
+sequence (reversal preserves |i - j|) unless something else, like a CLS token at
+position 0, breaks the symmetry.
+"""
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from lra_posenc.encodings import base
+
+
+def alibi_slopes(num_heads: int) -> np.ndarray:
+  """The paper's geometric slopes, with its recipe for head counts that are not powers of two."""
+
+  def power_of_two_slopes(n: int) -> list[float]:
+    start = 2.0 ** (-8.0 / n)
+    return [start ** (i + 1) for i in range(n)]
+
+  if num_heads < 1:
+    raise ValueError(f'alibi needs at least one head, got {num_heads}')
+  closest = 2 ** math.floor(math.log2(num_heads))
+  slopes = power_of_two_slopes(closest)
+  if closest != num_heads:
+    slopes += power_of_two_slopes(2 * closest)[0::2][:num_heads - closest]
+  return np.asarray(slopes, np.float32)
+
+
+class AlibiEncoding(base.PositionalEncoding):
+
+  def attention_terms(self, query_positions, key_positions, *, causal):
+    del causal
+    distance = jnp.abs(query_positions[:, None, :, None] - key_positions[:, None, None, :])
+    slopes = jnp.asarray(alibi_slopes(self.num_heads))[None, :, None, None]
+    return base.AttentionTerms(bias=-slopes * distance.astype(jnp.float32))

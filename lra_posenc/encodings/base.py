@@ -1,0 +1,101 @@
+"""The contract every positional encoding fulfils.
+
+An encoding acts in up to two places: on the token embeddings (`add_to_inputs`) and
+inside attention (`attention_terms`: a logit bias and/or rotary angles for queries
+and keys). The model asks both questions of every encoding, so adding an encoding
+never adds a branch to the model.
+
+Positions are int32 arrays of shape [batch or 1, length]; a leading 1 broadcasts
+over the batch and keeps attention biases small.
+"""
+import dataclasses
+from typing import ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Rotary:
+  """Rotary angles for one side of attention, each of shape [batch|1, length, 1, head_dim // 2]."""
+  sin: Array
+  cos: Array
+
+  def apply(self, x: Array) -> Array:
+    """Rotates feature pairs (i, i + head_dim/2) of `x` [batch, length, heads, head_dim]."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    sin, cos = self.sin.astype(x.dtype), self.cos.astype(x.dtype)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionTerms:
+  """What an encoding contributes to one attention call."""
+  bias: Array | None = None  # [batch|1, heads, q_length, k_length], added to the logits.
+  query_rotary: Rotary | None = None
+  key_rotary: Rotary | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+  """Encodings without options."""
+
+
+class PositionalEncoding(nn.Module):
+  """No positional information: the base every encoding refines.
+
+  Attributes:
+    max_len: the largest number of positions the model is configured for.
+    dim: model (embedding) width.
+    num_heads: attention heads, for per-head biases.
+    head_dim: width of one attention head, for rotary encodings.
+  """
+  max_len: int
+  dim: int
+  num_heads: int
+  head_dim: int
+  options: NoOptions = NoOptions()
+
+  Options: ClassVar[type] = NoOptions
+
+  def add_to_inputs(self, x: Array, positions: Array) -> Array:
+    del positions
+    return x
+
+  def attention_terms(self, query_positions: Array, key_positions: Array, *, causal: bool) -> AttentionTerms:
+    del query_positions, key_positions, causal
+    return AttentionTerms()
+
+
+class TableEncoding(PositionalEncoding):
+  """An additive encoding read from a fixed [positions, dim] table."""
+
+  def table(self, num_positions: int) -> np.ndarray:
+    """The float32 table with at least `num_positions` rows."""
+    raise NotImplementedError
+
+  def add_to_inputs(self, x: Array, positions: Array) -> Array:
+    table = self.table(max(self.max_len, x.shape[1]))
+    return x + lookup(table, positions).astype(x.dtype)
+
+
+def lookup(table: Array | np.ndarray, positions: Array) -> Array:
+  """Rows of `table` at `positions`; positions outside the table read NaN, never a clamped row."""
+  return jnp.take(jnp.asarray(table), positions, axis=0, mode='fill', fill_value=jnp.nan)
+
+
+def check_choice(key: str, value: object, choices: tuple) -> None:
+  if value not in choices:
+    raise ValueError(f'{key}={value!r} is not one of {list(choices)}')
+
+
+def check_capacity(name: str, needed: int, max_len: int) -> None:
+  """Rejects, at trace time, sequences longer than an encoding that cannot extrapolate."""
+  if needed > max_len:
+    raise ValueError(
+        f'{name} positional encoding covers {max_len} positions but the input has {needed}; '
+        f'{name} cannot extrapolate beyond max_len')

@@ -1,0 +1,64 @@
+"""Chebyshev encoding (Chebyshev-PE paper): table[p, i] = T_i(x_p), order = dimension index.
+
+Positions are normalised by max_len onto [-1, 1]: x_p = 2 (p + offset) / (max_len - 1) - 1.
+Beyond max_len, x_p > 1 and T_i grows like cosh(i arccosh x): the encoding cannot
+extrapolate, so longer inputs are rejected.
+
+Options left open by the paper, with their defaults:
+  max_len: normalisation length; 0 means the model's max_len.
+  position_offset: added to every position before normalising (0).
+  scale: multiplies the table (1.0).
+"""
+import dataclasses
+import functools
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from lra_posenc.encodings import base, host
+
+
+@dataclasses.dataclass(frozen=True)
+class ChebyshevOptions:
+  max_len: int = 0
+  position_offset: int = 0
+  scale: float = 1.0
+
+
+@functools.partial(jax.jit, static_argnames='dim')
+def _chebyshev_rows(x: jax.Array, dim: int) -> jax.Array:
+  """T_0..T_{dim-1} at every x by T_{n+1} = 2x T_n - T_{n-1}; returns [len(x), dim]."""
+
+  def step(carry, _):
+    t_n, t_next = carry
+    return (t_next, 2 * x * t_next - t_n), t_n
+
+  _, orders = lax.scan(step, (jnp.ones_like(x), x), None, length=dim)
+  return orders.T
+
+
+@functools.lru_cache(maxsize=32)
+def chebyshev_table(length: int, dim: int, max_len: int, *, position_offset: int = 0) -> np.ndarray:
+  """float32 [length, dim] with table[p, i] = T_i(2 (p + position_offset) / (max_len - 1) - 1)."""
+  if max_len < 2:
+    raise ValueError(f'chebyshev max_len must be at least 2, got {max_len}')
+  last = length - 1 + position_offset
+  if last > max_len - 1:
+    raise ValueError(
+        f'chebyshev positions reach {last} but max_len={max_len} normalises only 0..{max_len - 1}; '
+        'chebyshev cannot extrapolate beyond max_len')
+  x = 2.0 * (np.arange(length, dtype=np.float64) + position_offset) / (max_len - 1) - 1.0
+  return host.evaluate_on_host(_chebyshev_rows, x, dim=dim)
+
+
+class ChebyshevEncoding(base.TableEncoding):
+  options: ChebyshevOptions = ChebyshevOptions()
+  Options: ClassVar[type] = ChebyshevOptions
+
+  def table(self, num_positions: int) -> np.ndarray:
+    table = chebyshev_table(num_positions, self.dim, self.options.max_len or self.max_len,
+                            position_offset=self.options.position_offset)
+    return table * np.float32(self.options.scale)

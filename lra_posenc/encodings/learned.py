@@ -1,0 +1,23 @@
+"""Learned absolute position embeddings: a trainable [max_len, dim] table."""
+import dataclasses
+from typing import ClassVar
+
+import flax.linen as nn
+
+from lra_posenc.encodings import base
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedOptions:
+  init_std: float = 0.02
+
+
+class LearnedEncoding(base.PositionalEncoding):
+  options: LearnedOptions = LearnedOptions()
+  Options: ClassVar[type] = LearnedOptions
+
+  @nn.compact
+  def add_to_inputs(self, x: base.Array, positions: base.Array) -> base.Array:
+    base.check_capacity('learned', x.shape[1], self.max_len)
+    table = self.param('table', nn.initializers.normal(self.options.init_std), (self.max_len, self.dim))
+    return x + base.lookup(table, positions).astype(x.dtype)

@@ -1,0 +1,29 @@
+"""Rotary position embedding (Su et al. 2021) on the queries and keys of every head."""
+import dataclasses
+from typing import ClassVar
+
+import jax.numpy as jnp
+
+from lra_posenc.encodings import base
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeOptions:
+  base: float = 10000.0
+
+
+class RopeEncoding(base.PositionalEncoding):
+  options: RopeOptions = RopeOptions()
+  Options: ClassVar[type] = RopeOptions
+
+  def rotary(self, positions: base.Array) -> base.Rotary:
+    if self.head_dim % 2:
+      raise ValueError(f'rope needs an even head dimension, got {self.head_dim}')
+    exponents = jnp.arange(0, self.head_dim, 2, dtype=jnp.float32) / self.head_dim
+    inverse_frequencies = self.options.base ** -exponents
+    angles = positions.astype(jnp.float32)[..., None, None] * inverse_frequencies
+    return base.Rotary(sin=jnp.sin(angles), cos=jnp.cos(angles))
+
+  def attention_terms(self, query_positions, key_positions, *, causal):
+    del causal
+    return base.AttentionTerms(query_rotary=self.rotary(query_positions), key_rotary=self.rotary(key_positions))

@@ -1,0 +1,51 @@
+"""T5 relative position bias (Raffel et al. 2020): a learned scalar per head and distance bucket.
+
+Distances below num_buckets/2 (per direction, when bidirectional) get their own bucket;
+longer ones share log-spaced buckets up to max_distance. Encoders use bidirectional
+buckets, causal decoders one-sided ones.
+"""
+import dataclasses
+from typing import ClassVar
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from lra_posenc.encodings import base
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Options:
+  num_buckets: int = 32
+  max_distance: int = 128
+
+
+def relative_position_bucket(relative_position: base.Array, *, bidirectional: bool, num_buckets: int,
+                             max_distance: int) -> base.Array:
+  """Bucket ids for key_position - query_position."""
+  bucket = jnp.zeros_like(relative_position)
+  distance = -relative_position
+  if bidirectional:
+    num_buckets //= 2
+    bucket += (distance < 0).astype(jnp.int32) * num_buckets
+    distance = jnp.abs(distance)
+  else:
+    distance = jnp.maximum(distance, 0)
+  max_exact = num_buckets // 2
+  log_ratio = jnp.log(distance.astype(jnp.float32) / max_exact + jnp.finfo(jnp.float32).eps)
+  large = max_exact + (log_ratio / jnp.log(max_distance / max_exact) * (num_buckets - max_exact)).astype(jnp.int32)
+  large = jnp.minimum(large, num_buckets - 1)
+  return bucket + jnp.where(distance < max_exact, distance, large)
+
+
+class T5Encoding(base.PositionalEncoding):
+  options: T5Options = T5Options()
+  Options: ClassVar[type] = T5Options
+
+  @nn.compact
+  def attention_terms(self, query_positions, key_positions, *, causal):
+    buckets = relative_position_bucket(
+        key_positions[:, None, :] - query_positions[:, :, None], bidirectional=not causal,
+        num_buckets=self.options.num_buckets, max_distance=self.options.max_distance)
+    embedding = self.param('relative_bias', nn.initializers.normal(0.02),
+                           (self.options.num_buckets, self.num_heads))
+    return base.AttentionTerms(bias=jnp.take(embedding, buckets, axis=0).transpose(0, 3, 1, 2))

@@ -1,0 +1,1 @@
+"""LRA ListOps: ten-way classification of nested list-operation expressions."""

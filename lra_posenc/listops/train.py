@@ -1,0 +1,143 @@
+"""Trains a Transformer classifier on LRA ListOps and scores its best checkpoint.
+
+    python -m lra_posenc.listops.train --config=configs/listops/lra.py:cpu --workdir=/tmp/listops
+
+With `data.data_dir` empty, a ListOps set is generated into WORKDIR/data first (from
+`data.generator`); otherwise the directory must hold basic_{train,val,test}.tsv, ours
+or LRA's release. Re-running the command on the same workdir resumes.
+"""
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from lra_posenc import encodings
+from lra_posenc.data import listops as generator
+from lra_posenc.listops import input_pipeline
+from lra_posenc.models.classifier import POOLINGS, TransformerClassifier
+from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.training import trainer
+from lra_posenc.training.batches import Batch
+from lra_posenc.training.config_checks import check_choice, check_keys, check_positive
+from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+
+DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
+GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
+    f.name for f in dataclasses.fields(generator.GeneratorOptions))
+MODEL_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
+              'pooling', 'classifier_dim', 'pos_encoding', 'pos_encoding_options')
+
+
+def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
+  """The classifier `config` describes; raises ValueError naming any bad data or model key."""
+  check_keys(config.data, 'data', DATA_KEYS)
+  check_keys(config.data.generator, 'data.generator', GENERATOR_KEYS)
+  check_positive(config.data, 'data', 'max_length', 'num_classes')
+  check_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
+  model = config.model
+  check_keys(model, 'model', MODEL_KEYS)
+  check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'classifier_dim')
+  check_choice(model, 'model', 'pooling', POOLINGS)
+  if model.qkv_dim % model.num_heads:
+    raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
+  if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:
+    raise ValueError(f'model.pos_encoding=rope needs an even head dimension; model.qkv_dim / model.num_heads = '
+                     f'{model.qkv_dim // model.num_heads}')
+  options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
+  max_len = config.data.max_length + (model.pooling == 'cls')
+  if model.pos_encoding == 'chebyshev' and 0 < options.max_len < max_len + options.position_offset:
+    raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
+                     f'{max_len} positions data.max_length and pooling need')
+  transformer = TransformerConfig(
+      emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
+      mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
+      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len)
+  return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB),
+                               num_classes=config.data.num_classes, pooling=model.pooling,
+                               classifier_dim=model.classifier_dim)
+
+
+def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
+                           ) -> dict[str, jax.Array]:
+  """Summed cross-entropy and correct predictions; padding rows (weight 0) contribute nothing."""
+  train = rng is not None
+  logits = model.apply({'params': params}, batch['inputs'], train=train, rngs={'dropout': rng} if train else {})
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+  nll = -jnp.take_along_axis(log_probs, batch['targets'][:, None], axis=-1)[:, 0]
+  correct = (jnp.argmax(logits, -1) == batch['targets']).astype(jnp.float32)
+  weight = batch['weight']
+  real = weight > 0
+  return {'loss': jnp.where(real, nll * weight, 0.0).sum(), 'accuracy': jnp.where(real, correct * weight, 0.0).sum(),
+          'count': weight.sum()}
+
+
+def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """The data directory: `data.data_dir`, or a set generated into WORKDIR/data (reused when it matches)."""
+  if config.data.data_dir:
+    return config.data.data_dir
+  data_dir = os.path.join(workdir, 'data')
+  spec_path = os.path.join(data_dir, 'generator.json')
+  spec = config.data.generator.to_dict()
+  if os.path.exists(spec_path):
+    with open(spec_path) as f:
+      if json.load(f) == spec:
+        return data_dir
+  logging.info('generating ListOps into %s: %s', data_dir, spec)
+  options = generator.GeneratorOptions(**{f.name: spec[f.name] for f in dataclasses.fields(generator.GeneratorOptions)})
+  sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
+  generator.write_splits(data_dir, spec['seed'], sizes, options)
+  with open(spec_path, 'w') as f:
+    json.dump(spec, f, indent=2, sort_keys=True)
+  return data_dir
+
+
+def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
+  """Validates the whole config, then prepares data and model (generating data can take minutes)."""
+  trainer.check_config(config)
+  model = create_model(config)
+  datasets, reports = input_pipeline.read_splits(
+      prepare_data(config, workdir), max_length=config.data.max_length, num_classes=config.data.num_classes,
+      on_invalid=config.data.on_invalid)
+  for report in reports:
+    logging.info('%s: %d examples; skipped %s', report.path, report.examples, report.skipped or 'none')
+  test_labels = datasets['test'].arrays['targets']
+  example = jnp.zeros((1, config.data.max_length), jnp.int32)
+  return trainer.Task(
+      init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
+      metrics=functools.partial(classification_metrics, model),
+      train_batches=lambda start: datasets['train'].train_batches(
+          config.training.batch_size, seed=config.seed, start=start),
+      eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
+      selection_metric='accuracy',
+      artifacts={'vocab': list(input_pipeline.VOCAB)},
+      baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})
+
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file('config', None, 'Config file, e.g. configs/listops/lra.py:cpu.', lock_config=True)
+flags.DEFINE_string('workdir', None, 'Checkpoints, logs, generated data and results.json go here.')
+flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first (multi-host runs).')
+flags.mark_flags_as_required(['config', 'workdir'])
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  quiet_checkpoint_logs()
+  if FLAGS.distributed:
+    jax.distributed.initialize()
+  logging.info('devices: %s', jax.devices())
+  task = create_task(FLAGS.config, FLAGS.workdir)
+  results = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir, task)
+  print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Transformer models shared by the tasks."""

@@ -1,0 +1,52 @@
+"""Multi-head attention that takes its positional terms from the encoding."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from lra_posenc.encodings import AttentionTerms
+
+Array = jax.Array
+
+
+def attend(query: Array, key: Array, value: Array, *, bias: Array | None, mask: Array | None,
+           dropout_rate: float = 0.0, dropout_rng: Array | None = None) -> Array:
+  """Scaled dot-product attention over [batch, length, heads, head_dim] inputs.
+
+  Without attention dropout this is `jax.nn.dot_product_attention`, which dispatches to
+  fused kernels where the backend has them. Dropout on the attention weights needs the
+  weights themselves, so it takes the explicit einsum path.
+  """
+  if dropout_rng is None or dropout_rate == 0.0:
+    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask)
+  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key) / jnp.sqrt(query.shape[-1]).astype(query.dtype)
+  if bias is not None:
+    logits = logits + bias.astype(logits.dtype)
+  if mask is not None:
+    logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+  weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(value.dtype)
+  keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
+  weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0).astype(value.dtype)
+  return jnp.einsum('bhqk,bkhd->bqhd', weights, value)
+
+
+class MultiHeadAttention(nn.Module):
+  num_heads: int
+  qkv_dim: int
+  dropout_rate: float = 0.0
+
+  @nn.compact
+  def __call__(self, inputs_q: Array, inputs_kv: Array, *, mask: Array | None, terms: AttentionTerms,
+               deterministic: bool) -> Array:
+    head_dim = self.qkv_dim // self.num_heads
+    projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), name=name)
+    query = projection('query')(inputs_q)
+    key = projection('key')(inputs_kv)
+    value = projection('value')(inputs_kv)
+    if terms.query_rotary is not None:
+      query = terms.query_rotary.apply(query)
+    if terms.key_rotary is not None:
+      key = terms.key_rotary.apply(key)
+    dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
+    out = attend(query, key, value, bias=terms.bias, mask=mask, dropout_rate=self.dropout_rate,
+                 dropout_rng=dropout_rng)
+    return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), name='out')(out)

@@ -1,0 +1,40 @@
+"""Sequence classifier: token embeddings, Transformer encoder, pooling, MLP head (as in LRA)."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from lra_posenc.models.transformer import Encoder, TransformerConfig
+
+POOLINGS = ('cls', 'mean')
+
+
+class TransformerClassifier(nn.Module):
+  """Classifies token sequences [batch, length]; token id `pad_id` marks padding.
+
+  With 'cls' pooling a learned vector is prepended at position 0, so the encoder sees
+  length + 1 positions; `TransformerConfig.max_len` must count it.
+  """
+  config: TransformerConfig
+  vocab_size: int
+  num_classes: int
+  pooling: str
+  classifier_dim: int
+  pad_id: int = 0
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, *, train: bool) -> jax.Array:
+    cfg = self.config
+    valid = tokens != self.pad_id
+    x = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(1.0), name='embed')(tokens)
+    if self.pooling == 'cls':
+      cls = self.param('cls', nn.initializers.normal(0.02), (1, 1, cfg.emb_dim))
+      x = jnp.concatenate([jnp.broadcast_to(cls, (x.shape[0], 1, cfg.emb_dim)), x], axis=1)
+      valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
+    x = Encoder(cfg, name='encoder')(x, valid=valid, deterministic=not train)
+    if self.pooling == 'cls':
+      pooled = x[:, 0]
+    else:
+      weights = valid[..., None].astype(x.dtype)
+      pooled = (x * weights).sum(1) / jnp.maximum(weights.sum(1), 1.0)
+    hidden = nn.relu(nn.Dense(self.classifier_dim, name='pre_logits')(pooled))
+    return nn.Dense(self.num_classes, name='logits')(hidden)

@@ -1,0 +1,1 @@
+"""Task-agnostic training machinery: batches, optimizer, checkpoints, the train loop."""

@@ -1,0 +1,73 @@
+"""Deterministic, resumable, host-sharded batching of in-memory arrays.
+
+Batch i of training is a pure function of (seed, i): epoch e = i // batches_per_epoch
+reads a permutation drawn from (seed, e). Resuming is starting from the saved index.
+Each host keeps its own contiguous slice of every global batch.
+"""
+import dataclasses
+import functools
+from collections.abc import Iterator, Mapping
+
+import jax
+import numpy as np
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostShard:
+  index: int
+  count: int
+
+  @classmethod
+  def current(cls) -> 'HostShard':
+    return cls(jax.process_index(), jax.process_count())
+
+  def slice(self, global_batch_size: int) -> slice:
+    if global_batch_size % self.count:
+      raise ValueError(f'batch size {global_batch_size} is not divisible by the {self.count} hosts')
+    size = global_batch_size // self.count
+    return slice(self.index * size, (self.index + 1) * size)
+
+
+class ArrayDataset:
+  """Aligned example arrays (first axis = example) with train and eval batch views."""
+
+  def __init__(self, arrays: Mapping[str, np.ndarray]):
+    sizes = {len(a) for a in arrays.values()}
+    if len(sizes) != 1:
+      raise ValueError(f'arrays have different numbers of examples: { {k: len(a) for k, a in arrays.items()} }')
+    self.arrays = dict(arrays)
+    self.size = sizes.pop()
+
+  @functools.lru_cache(maxsize=2)
+  def _permutation(self, seed: int, epoch: int) -> np.ndarray:
+    return np.random.default_rng([seed, epoch]).permutation(self.size)
+
+  def train_batches(self, batch_size: int, *, seed: int, start: int = 0,
+                    shard: HostShard | None = None) -> Iterator[Batch]:
+    """Endless shuffled full batches from global batch index `start` on."""
+    if batch_size > self.size:
+      raise ValueError(f'batch size {batch_size} exceeds the {self.size} training examples')
+    host_slice = (shard or HostShard.current()).slice(batch_size)
+    batches_per_epoch = self.size // batch_size
+    index = start
+    while True:
+      epoch, offset = divmod(index, batches_per_epoch)
+      rows = self._permutation(seed, epoch)[offset * batch_size:(offset + 1) * batch_size][host_slice]
+      yield {k: a[rows] for k, a in self.arrays.items()} | {'weight': np.ones(len(rows), np.float32)}
+      index += 1
+
+  def eval_batches(self, batch_size: int, *, shard: HostShard | None = None) -> Iterator[Batch]:
+    """Every example once, in order; the last batch is padded with zero-weight rows."""
+    host_slice = (shard or HostShard.current()).slice(batch_size)
+    for begin in range(0, self.size, batch_size):
+      rows = np.arange(begin, begin + batch_size)[host_slice]
+      real = rows < self.size
+      rows = np.where(real, rows, 0)
+      batch = {k: a[rows] * _broadcast(real, a) for k, a in self.arrays.items()}
+      yield batch | {'weight': real.astype(np.float32)}
+
+
+def _broadcast(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
+  return mask.reshape(mask.shape + (1,) * (like.ndim - 1)).astype(like.dtype)

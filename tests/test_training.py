@@ -1,0 +1,141 @@
+"""The shared trainer on ListOps: learning, resume equivalence, device parity, config checks."""
+import json
+import os
+import subprocess
+import sys
+
+import flax
+import jax
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from lra_posenc.listops import train
+from lra_posenc.training import trainer
+from lra_posenc.training.checkpointing import Checkpoints
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(config, workdir, should_stop=None):
+  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
+
+
+def final_params(workdir, step):
+  state, _ = Checkpoints.restore(Checkpoints(str(workdir), max_to_keep=2).latest, step)
+  return state['params']
+
+
+def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=300, log_every_steps=100)
+  config.evaluation.every_steps = 100
+  config.checkpoint.every_steps = 100
+  task = train.create_task(config, str(tmp_path))
+  p_eval_step = jax.pmap(lambda p, b: trainer.eval_step(p, b, task=task), axis_name=trainer.AXIS)
+  initial_params = jax.jit(task.init_params)(jax.random.PRNGKey(0))
+  initial = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(initial_params), task.eval_batches('train'))
+  results = trainer.train_and_evaluate(config, str(tmp_path), task)
+  trained = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, 300)),
+                             task.eval_batches('train'))
+  assert trained['loss'] < 0.75 * initial['loss']
+  # Held out: clearly better than the best constant predictor (the label entropy, ~2.29 nats).
+  labels = np.concatenate([b['targets'][b['weight'] > 0] for b in task.eval_batches('train')])
+  frequencies = np.bincount(labels) / len(labels)
+  entropy = -(frequencies[frequencies > 0] * np.log(frequencies[frequencies > 0])).sum()
+  assert results['validation']['loss'] < entropy - 0.4
+  assert results['test']['accuracy'] > 2 * results['baselines']['test_majority_class_accuracy']
+  with open(tmp_path / 'results.json') as f:
+    written = json.load(f)
+  assert written['test'] == results['test'] and written['best_step'] in (100, 200, 300)
+  # The test score is the best checkpoint's, and no kept checkpoint validates better.
+  best_state, _ = Checkpoints.restore(Checkpoints(str(tmp_path), max_to_keep=2).best, written['best_step'])
+  rescored = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(best_state['params']), task.eval_batches('test'))
+  assert rescored == pytest.approx(written['test'])
+  for step in (200, 300):  # The latest two, kept by checkpoint.max_to_keep, both validated.
+    validation = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, step)),
+                                  task.eval_batches('validation'))
+    assert validation['accuracy'] <= written['validation']['accuracy']
+  assert written['config']['model']['pos_encoding'] == 'sinusoidal'
+  assert os.listdir(tmp_path / 'tensorboard')
+
+
+def test_stop_and_resume_gives_identical_parameters(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=20)
+  config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
+  straight = run(config, tmp_path / 'straight')
+  stopped = run(config, tmp_path / 'resumed', should_stop=lambda step: step == 7)
+  assert stopped == {'stopped_at_step': 7}
+  assert Checkpoints(str(tmp_path / 'resumed'), max_to_keep=2).latest.latest_step() == 7
+  resumed = run(config, tmp_path / 'resumed')
+  assert resumed['steps_this_run'] == 13
+  jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 20),
+               final_params(tmp_path / 'resumed', 20))
+  assert resumed['test'] == straight['test'] and resumed['best_step'] == straight['best_step']
+
+
+def test_resume_refuses_another_vocabulary_or_model(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  run(config, tmp_path, should_stop=lambda step: step == 2)
+  with open(tmp_path / 'artifacts.json') as f:
+    assert json.load(f)['vocab'][:3] == ['<pad>', '0', '1']
+  task = train.create_task(config, str(tmp_path))
+  shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
+  with pytest.raises(ValueError, match='different vocabulary'):
+    trainer.train_and_evaluate(config, str(tmp_path), trainer.Task(**vars(task) | {'artifacts': shuffled}))
+  config.model.pos_encoding = 'legendre'
+  with pytest.raises(ValueError, match=r"model.pos_encoding \('sinusoidal' -> 'legendre'\)"):
+    run(config, tmp_path)
+  config.model.pos_encoding = 'sinusoidal'
+  assert run(config, tmp_path)['steps_this_run'] == 2
+
+
+def test_four_devices_match_one(tiny_data_dir, tmp_path):
+  outputs = {}
+  for devices in (1, 4):
+    env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
+    npz = tmp_path / f'params_{devices}.npz'
+    finished = subprocess.run([sys.executable, os.path.join(TESTS_DIR, 'pmap_worker.py'), tiny_data_dir,
+                               str(tmp_path / f'work_{devices}'), str(npz)],
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert report['devices'] == devices
+    outputs[devices] = report, np.load(npz)
+  (one, one_params), (four, four_params) = outputs[1], outputs[4]
+  # Same global batch, gradients summed in a different order: float32 rounding only.
+  np.testing.assert_allclose(four['test_loss'], one['test_loss'], rtol=1e-5)
+  for name in one_params.files:
+    # Key biases shift every logit of a query alike, which softmax ignores: their true
+    # gradient is zero, and Adam turns the 1e-9 rounding noise into full-size steps.
+    # They cannot change the output, so they are left out.
+    if "['key']['bias']" not in name:
+      np.testing.assert_allclose(four_params[name], one_params[name], atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize('edit,message', [
+    (lambda c: c.model.update(pos_encoding='fourier'), r"model.pos_encoding='fourier' is not a known encoding"),
+    (lambda c: c.model.update(pooling='max'), r"model.pooling='max' is not one of \['cls', 'mean'\]"),
+    (lambda c: c.model.update(num_heads=3), 'model.qkv_dim=32 is not divisible by model.num_heads=3'),
+    (lambda c: c.model.update(pos_encoding='rope', num_heads=32), 'even head dimension'),
+    (lambda c: c.training.update(num_train_steps=0), 'training.num_train_steps must be positive'),
+    (lambda c: c.optimizer.update(schedule='linear'), r"optimizer.schedule='linear' is not one of"),
+    (lambda c: c.data.update(on_invalid='ignore'), r"data.on_invalid='ignore' is not one of"),
+    (lambda c: c.model.pos_encoding_options.chebyshev.update(max_len=10),
+     'chebyshev.max_len is set but'),
+    (lambda c: c.model.update(pos_encoding='chebyshev') or c.model.pos_encoding_options.chebyshev.update(max_len=10),
+     'chebyshev.max_len=10 is shorter than'),
+])
+def test_invalid_configs_fail_before_training(tiny_data_dir, tmp_path, edit, message):
+  config = tiny_config(tiny_data_dir)
+  edit(config)
+  with pytest.raises(ValueError, match=message):
+    train.create_task(config, str(tmp_path))
+  assert not os.path.exists(tmp_path / 'checkpoints')
+
+
+def test_unknown_config_key_is_rejected(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir)
+  with config.unlocked():
+    config.training.warmup = 100
+  with pytest.raises(ValueError, match=r'training.warmup is not a config key the code reads'):
+    train.create_task(config, str(tmp_path))
