@@ -1,8 +1,10 @@
 """The shared trainer on ListOps: learning, resume equivalence, device parity, config checks."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import flax
 import jax
@@ -89,27 +91,50 @@ def test_resume_refuses_another_vocabulary_or_model(tiny_data_dir, tmp_path):
   assert run(config, tmp_path)['steps_this_run'] == 2
 
 
+def start_worker(data_dir, workdir, steps, *, devices=1, output=None) -> subprocess.Popen:
+  env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
+  command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
+  return subprocess.Popen(command + ([str(output)] if output else []), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def worker_results(process: subprocess.Popen) -> dict:
+  stdout, stderr = process.communicate(timeout=300)
+  assert process.returncode == 0, stderr[-3000:]
+  return json.loads(stdout.strip().splitlines()[-1])
+
+
 def test_four_devices_match_one(tiny_data_dir, tmp_path):
   outputs = {}
   for devices in (1, 4):
-    env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
     npz = tmp_path / f'params_{devices}.npz'
-    finished = subprocess.run([sys.executable, os.path.join(TESTS_DIR, 'pmap_worker.py'), tiny_data_dir,
-                               str(tmp_path / f'work_{devices}'), str(npz)],
-                              env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    report = json.loads(finished.stdout.strip().splitlines()[-1])
+    report = worker_results(start_worker(tiny_data_dir, tmp_path / f'work_{devices}', 6, devices=devices, output=npz))
     assert report['devices'] == devices
     outputs[devices] = report, np.load(npz)
   (one, one_params), (four, four_params) = outputs[1], outputs[4]
   # Same global batch, gradients summed in a different order: float32 rounding only.
-  np.testing.assert_allclose(four['test_loss'], one['test_loss'], rtol=1e-5)
+  np.testing.assert_allclose(four['test']['loss'], one['test']['loss'], rtol=1e-5)
   for name in one_params.files:
     # Key biases shift every logit of a query alike, which softmax ignores: their true
     # gradient is zero, and Adam turns the 1e-9 rounding noise into full-size steps.
     # They cannot change the output, so they are left out.
     if "['key']['bias']" not in name:
       np.testing.assert_allclose(four_params[name], one_params[name], atol=2e-5, err_msg=name)
+
+
+def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_path):
+  process = start_worker(tiny_data_dir, tmp_path, 100_000)
+  deadline = time.monotonic() + 120
+  while not (tmp_path / 'checkpoints' / '10').exists():
+    assert process.poll() is None and time.monotonic() < deadline, 'no first checkpoint'
+    time.sleep(0.2)
+  process.send_signal(signal.SIGTERM)
+  stopped = worker_results(process)['stopped_at_step']
+  assert 10 <= stopped < 100_000
+  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
+  assert checkpoints.latest.latest_step() == stopped
+  config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
+  assert run(config, tmp_path)['steps_this_run'] == 3
 
 
 @pytest.mark.parametrize('edit,message', [
