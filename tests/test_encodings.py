@@ -8,7 +8,7 @@ from scipy import special
 from lra_posenc import encodings
 from lra_posenc.encodings import t5
 from lra_posenc.models.classifier import TransformerClassifier
-from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.models.transformer import Encoder, TransformerConfig
 
 # The acceptance bound on every table entry: float32 keeps ~6e-8 relative error for
 # values in [-1, 1], so 1e-5 leaves room only for a genuinely accurate recurrence.
@@ -181,3 +181,17 @@ def test_registry_errors_name_key_and_choices():
   options.t5.num_buckets = 64
   with pytest.raises(ValueError, match=r'pos_encoding_options.t5.num_buckets is set but'):
     encodings.resolve_options('rope', options)
+
+
+@pytest.mark.parametrize('name', list(encodings.REGISTRY))
+def test_explicit_positions_equal_the_default_ones(name):
+  options = encodings.resolve_options(name, encodings.options_config())
+  config = TransformerConfig(emb_dim=16, num_heads=2, num_layers=1, qkv_dim=16, mlp_dim=32, dropout_rate=0.0,
+                             attention_dropout_rate=0.0, pos_encoding=name, pos_encoding_options=options, max_len=12)
+  encoder = Encoder(config)
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 12, 16))
+  valid = jnp.ones((2, 12), bool)
+  params = encoder.init(jax.random.PRNGKey(1), x, valid=valid, deterministic=True)
+  explicit = jnp.broadcast_to(jnp.arange(12), (2, 12))
+  np.testing.assert_allclose(encoder.apply(params, x, valid=valid, positions=explicit, deterministic=True),
+                             encoder.apply(params, x, valid=valid, deterministic=True), atol=1e-6)

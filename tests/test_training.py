@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
+from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.training import trainer
 from lra_posenc.training.checkpointing import Checkpoints
@@ -164,3 +165,15 @@ def test_unknown_config_key_is_rejected(tiny_data_dir, tmp_path):
     config.training.warmup = 100
   with pytest.raises(ValueError, match=r'training.warmup is not a config key the code reads'):
     train.create_task(config, str(tmp_path))
+
+
+def test_lra_standard_config_validates_and_runs_a_forward_pass():
+  config = lra.get_config()
+  trainer.check_config(config)
+  model = train.create_model(config)
+  assert (model.config.num_layers, model.config.emb_dim, model.config.num_heads, model.config.mlp_dim) == (4, 512, 8,
+                                                                                                         1024)
+  assert model.config.max_len == 2001  # 2000 tokens and the CLS position.
+  tokens = np.ones((1, config.data.max_length), np.int32)
+  logits = jax.jit(lambda t: model.init_with_output({'params': jax.random.PRNGKey(0)}, t, train=False)[0])(tokens)
+  assert logits.shape == (1, 10) and np.isfinite(logits).all()
