@@ -88,11 +88,6 @@ def lookup(table: Array | np.ndarray, positions: Array) -> Array:
   return jnp.take(jnp.asarray(table), positions, axis=0, mode='fill', fill_value=jnp.nan)
 
 
-def check_choice(key: str, value: object, choices: tuple) -> None:
-  if value not in choices:
-    raise ValueError(f'{key}={value!r} is not one of {list(choices)}')
-
-
 def check_capacity(name: str, needed: int, max_len: int) -> None:
   """Rejects, at trace time, sequences longer than an encoding that cannot extrapolate."""
   if needed > max_len:

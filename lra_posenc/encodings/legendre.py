@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from lra_posenc.encodings import base, host
+from lra_posenc.validation import check_choice
 
 GRIDS = ('closed', 'open')
 
@@ -27,12 +28,12 @@ class LegendreOptions:
   scale: float = 1.0
 
   def __post_init__(self):
-    base.check_choice('grid', self.grid, GRIDS)
+    check_choice('grid', self.grid, GRIDS)
 
 
 def legendre_grid(dim: int, grid: str = 'closed') -> np.ndarray:
   """The float64 sample points x_0..x_{dim-1}."""
-  base.check_choice('grid', grid, GRIDS)
+  check_choice('grid', grid, GRIDS)
   if grid == 'closed':
     if dim < 2:
       raise ValueError(f"legendre grid='closed' needs dim >= 2, got {dim}")

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from lra_posenc.training.batches import ArrayDataset
+from lra_posenc.validation import check_choice
 
 PAD = '<pad>'
 VOCAB: tuple[str, ...] = (PAD,) + tuple(sorted([str(d) for d in range(10)] + ['[MAX', '[MED', '[MIN', '[SM', ']']))
@@ -46,8 +47,7 @@ def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str 
   Invalid rows (wrong column count, bad label, unknown token, too long) raise a
   `DataError` naming the file and line, or with on_invalid='skip' are counted by reason.
   """
-  if on_invalid not in INVALID_ROW_POLICIES:
-    raise ValueError(f'data.on_invalid={on_invalid!r} is not one of {list(INVALID_ROW_POLICIES)}')
+  check_choice('data.on_invalid', on_invalid, INVALID_ROW_POLICIES)
   if not os.path.isfile(path):
     raise FileNotFoundError(f'{path}: no such ListOps file')
   report = ReadReport(path)

@@ -26,7 +26,7 @@ from lra_posenc.models.classifier import POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
-from lra_posenc.training.config_checks import check_choice, check_keys, check_positive
+from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
@@ -41,11 +41,11 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_keys(config.data, 'data', DATA_KEYS)
   check_keys(config.data.generator, 'data.generator', GENERATOR_KEYS)
   check_positive(config.data, 'data', 'max_length', 'num_classes')
-  check_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
+  check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
   model = config.model
   check_keys(model, 'model', MODEL_KEYS)
   check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'classifier_dim')
-  check_choice(model, 'model', 'pooling', POOLINGS)
+  check_section_choice(model, 'model', 'pooling', POOLINGS)
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
   if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:

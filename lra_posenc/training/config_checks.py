@@ -3,6 +3,8 @@ from collections.abc import Iterable
 
 import ml_collections
 
+from lra_posenc.validation import check_choice
+
 
 def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[str]) -> None:
   """Every key of `section` must be one the code reads, and every read key must be present."""
@@ -21,7 +23,5 @@ def check_positive(section: ml_collections.ConfigDict, path: str, *keys: str) ->
       raise ValueError(f'{path}.{key} must be positive, got {section[key]!r}')
 
 
-def check_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
-  choices = list(choices)
-  if section[key] not in choices:
-    raise ValueError(f'{path}.{key}={section[key]!r} is not one of {choices}')
+def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
+  check_choice(f'{path}.{key}', section[key], choices)

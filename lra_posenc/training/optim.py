@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from lra_posenc.training.config_checks import check_choice, check_keys, check_positive
+from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 
 KEYS = ('learning_rate', 'schedule', 'warmup_steps', 'b1', 'b2', 'eps', 'weight_decay', 'grad_clip_norm')
 SCHEDULES = ('rsqrt', 'cosine', 'constant')
@@ -13,7 +13,7 @@ SCHEDULES = ('rsqrt', 'cosine', 'constant')
 def check_config(config: ml_collections.ConfigDict) -> None:
   check_keys(config, 'optimizer', KEYS)
   check_positive(config, 'optimizer', 'learning_rate', 'eps')
-  check_choice(config, 'optimizer', 'schedule', SCHEDULES)
+  check_section_choice(config, 'optimizer', 'schedule', SCHEDULES)
   for key in ('warmup_steps', 'weight_decay', 'grad_clip_norm'):
     if config[key] < 0:
       raise ValueError(f'optimizer.{key} must be >= 0, got {config[key]!r}')
