@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.listops import lra  # noqa: E402
 from lra_posenc.data import listops  # noqa: E402
+from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, min_length=2, max_length=24)
@@ -32,3 +33,9 @@ def tiny_config(data_dir: str, **training):
   config.evaluation.update(batch_size=16, every_steps=10)
   config.checkpoint.update(every_steps=10)
   return config
+
+
+def final_params(workdir, step: int):
+  """The parameters of the latest-checkpoints entry at `step` in `workdir`."""
+  state, _ = Checkpoints.restore(Checkpoints(str(workdir), max_to_keep=2).latest, step)
+  return state['params']

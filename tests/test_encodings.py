@@ -113,11 +113,15 @@ def test_t5_buckets_bidirectional_and_causal():
   assert (causal[relative >= 0] == 0).all() and causal.max() == 31
 
 
-def _classifier(name: str, pooling: str, max_len: int = 16) -> TransformerClassifier:
+def _small_transformer(name: str, *, max_len: int, num_layers: int) -> TransformerConfig:
   options = encodings.resolve_options(name, encodings.options_config())
-  config = TransformerConfig(emb_dim=16, num_heads=2, num_layers=2, qkv_dim=16, mlp_dim=32, dropout_rate=0.0,
-                             attention_dropout_rate=0.0, pos_encoding=name, pos_encoding_options=options,
-                             max_len=max_len + (pooling == 'cls'))
+  return TransformerConfig(emb_dim=16, num_heads=2, num_layers=num_layers, qkv_dim=16, mlp_dim=32, dropout_rate=0.0,
+                           attention_dropout_rate=0.0, pos_encoding=name, pos_encoding_options=options,
+                           max_len=max_len)
+
+
+def _classifier(name: str, pooling: str, max_len: int = 16) -> TransformerClassifier:
+  config = _small_transformer(name, max_len=max_len + (pooling == 'cls'), num_layers=2)
   return TransformerClassifier(config, vocab_size=16, num_classes=10, pooling=pooling, classifier_dim=16)
 
 
@@ -185,10 +189,7 @@ def test_registry_errors_name_key_and_choices():
 
 @pytest.mark.parametrize('name', list(encodings.REGISTRY))
 def test_explicit_positions_equal_the_default_ones(name):
-  options = encodings.resolve_options(name, encodings.options_config())
-  config = TransformerConfig(emb_dim=16, num_heads=2, num_layers=1, qkv_dim=16, mlp_dim=32, dropout_rate=0.0,
-                             attention_dropout_rate=0.0, pos_encoding=name, pos_encoding_options=options, max_len=12)
-  encoder = Encoder(config)
+  encoder = Encoder(_small_transformer(name, max_len=12, num_layers=1))
   x = jax.random.normal(jax.random.PRNGKey(0), (2, 12, 16))
   valid = jnp.ones((2, 12), bool)
   params = encoder.init(jax.random.PRNGKey(1), x, valid=valid, deterministic=True)

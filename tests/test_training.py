@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import final_params, tiny_config
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.training import trainer
@@ -22,11 +22,6 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def run(config, workdir, should_stop=None):
   return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
-
-
-def final_params(workdir, step):
-  state, _ = Checkpoints.restore(Checkpoints(str(workdir), max_to_keep=2).latest, step)
-  return state['params']
 
 
 def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
@@ -171,8 +166,8 @@ def test_lra_standard_config_validates_and_runs_a_forward_pass():
   config = lra.get_config()
   trainer.check_config(config)
   model = train.create_model(config)
-  assert (model.config.num_layers, model.config.emb_dim, model.config.num_heads, model.config.mlp_dim) == (4, 512, 8,
-                                                                                                         1024)
+  shape = (model.config.num_layers, model.config.emb_dim, model.config.num_heads, model.config.mlp_dim)
+  assert shape == (4, 512, 8, 1024)
   assert model.config.max_len == 2001  # 2000 tokens and the CLS position.
   tokens = np.ones((1, config.data.max_length), np.int32)
   logits = jax.jit(lambda t: model.init_with_output({'params': jax.random.PRNGKey(0)}, t, train=False)[0])(tokens)

@@ -11,18 +11,16 @@ import sys
 import jax
 import numpy as np
 
-from conftest import tiny_config
+from conftest import final_params, tiny_config
 from lra_posenc.listops import train
 from lra_posenc.training import trainer
-from lra_posenc.training.checkpointing import Checkpoints
 
 
 def main(data_dir: str, workdir: str, steps: str, output: str | None = None) -> None:
   config = tiny_config(data_dir, num_train_steps=int(steps), log_every_steps=1)
   results = trainer.train_and_evaluate(config, workdir, train.create_task(config, workdir))
   if output:
-    state, _ = Checkpoints.restore(Checkpoints(workdir, max_to_keep=2).latest, int(steps))
-    leaves = jax.tree_util.tree_leaves_with_path(state['params'])
+    leaves = jax.tree_util.tree_leaves_with_path(final_params(workdir, int(steps)))
     np.savez(output, **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves})
   results.pop('config', None)
   print(json.dumps(results | {'devices': jax.device_count()}))
