@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from lra_posenc.data.files import DataError, decode_line
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.validation import check_choice
 
@@ -20,13 +21,6 @@ DROPPED_TOKENS = frozenset({'(', ')'})
 HEADER = ('Source', 'Target')
 SPLIT_FILES = {'train': 'basic_train.tsv', 'validation': 'basic_val.tsv', 'test': 'basic_test.tsv'}
 INVALID_ROW_POLICIES = ('raise', 'skip')
-
-
-class DataError(ValueError):
-  """A problem in an input file, located by path and line."""
-
-  def __init__(self, path: str, line: int, message: str):
-    super().__init__(f'{path}:{line}: {message}')
 
 
 @dataclasses.dataclass
@@ -54,13 +48,13 @@ def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str 
   inputs, targets = [], []
   with open(path, 'rb') as f:
     lines = enumerate(f, start=1)
-    header = _decode(path, *next(lines, (1, b'')))
+    header = decode_line(path, *next(lines, (1, b'')))
     if not header:
       raise DataError(path, 1, 'empty file: expected the header "Source<TAB>Target"')
     if tuple(header.split('\t')) != HEADER:
       raise DataError(path, 1, f'expected the header "Source<TAB>Target", got {header[:80]!r}')
     for line_number, raw in lines:
-      line = _decode(path, line_number, raw)
+      line = decode_line(path, line_number, raw)
       if not line:
         continue
       try:
@@ -80,13 +74,6 @@ def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str 
     padded[row, :len(ids)] = ids
   report.examples = len(inputs)
   return ArrayDataset({'inputs': padded, 'targets': np.asarray(targets, np.int32)}), report
-
-
-def _decode(path: str, line_number: int, raw: bytes) -> str:
-  try:
-    return raw.decode('utf-8').rstrip('\r\n')
-  except UnicodeDecodeError as error:
-    raise DataError(path, line_number, f'invalid UTF-8 at byte {error.start}') from None
 
 
 def _parse_row(line: str, max_length: int, num_classes: int) -> tuple[list[int], int]:

@@ -19,11 +19,10 @@ import numpy as np
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
 from lra_posenc.models.classifier import POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
@@ -32,8 +31,7 @@ from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
-              'pooling', 'classifier_dim', 'pos_encoding', 'pos_encoding_options')
+MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim')
 
 
 def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
@@ -44,22 +42,9 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
   model = config.model
   check_keys(model, 'model', MODEL_KEYS)
-  check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'classifier_dim')
+  check_positive(model, 'model', 'classifier_dim')
   check_section_choice(model, 'model', 'pooling', POOLINGS)
-  if model.qkv_dim % model.num_heads:
-    raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
-  if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:
-    raise ValueError(f'model.pos_encoding=rope needs an even head dimension; model.qkv_dim / model.num_heads = '
-                     f'{model.qkv_dim // model.num_heads}')
-  options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
-  max_len = config.data.max_length + (model.pooling == 'cls')
-  if model.pos_encoding == 'chebyshev' and 0 < options.max_len < max_len + options.position_offset:
-    raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
-                     f'{max_len} positions data.max_length and pooling need')
-  transformer = TransformerConfig(
-      emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
-      mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
-      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len)
+  transformer = transformer_config(model, max_len=config.data.max_length + (model.pooling == 'cls'))
   return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB),
                                num_classes=config.data.num_classes, pooling=model.pooling,
                                classifier_dim=model.classifier_dim)

@@ -30,18 +30,29 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, mask: 
 
 
 class MultiHeadAttention(nn.Module):
+  """Attention whose positional terms come from the encoding.
+
+  With `decode=True` (decoder self-attention during generation) keys and values are
+  kept in the 'cache' collection: a first call with a full-length input shapes the
+  cache; each later call with one query writes its key and value at `cache_index` and
+  attends over the whole cache, so `terms` and `mask` must then cover every cache
+  position. Keys are cached before any rotation, so rotary terms apply unchanged.
+  """
   num_heads: int
   qkv_dim: int
   dropout_rate: float = 0.0
+  decode: bool = False
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, *, mask: Array | None, terms: AttentionTerms,
-               deterministic: bool) -> Array:
+               deterministic: bool, cache_index: Array | None = None) -> Array:
     head_dim = self.qkv_dim // self.num_heads
     projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), name=name)
     query = projection('query')(inputs_q)
     key = projection('key')(inputs_kv)
     value = projection('value')(inputs_kv)
+    if self.decode:
+      key, value = self._through_cache(key, value, cache_index)
     if terms.query_rotary is not None:
       query = terms.query_rotary.apply(query)
     if terms.key_rotary is not None:
@@ -50,3 +61,14 @@ class MultiHeadAttention(nn.Module):
     out = attend(query, key, value, bias=terms.bias, mask=mask, dropout_rate=self.dropout_rate,
                  dropout_rng=dropout_rng)
     return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), name='out')(out)
+
+  def _through_cache(self, key: Array, value: Array, cache_index: Array | None) -> tuple[Array, Array]:
+    initialized = self.has_variable('cache', 'cached_key')
+    cached_key = self.variable('cache', 'cached_key', jnp.zeros, key.shape, key.dtype)
+    cached_value = self.variable('cache', 'cached_value', jnp.zeros, value.shape, value.dtype)
+    if not initialized:
+      return key, value
+    start = (0, cache_index, 0, 0)
+    cached_key.value = jax.lax.dynamic_update_slice(cached_key.value, key, start)
+    cached_value.value = jax.lax.dynamic_update_slice(cached_value.value, value, start)
+    return cached_key.value, cached_value.value

@@ -1,12 +1,14 @@
-"""Pre-LayerNorm Transformer encoder with a pluggable positional encoding."""
+"""Pre-LayerNorm Transformer encoder and decoder with a pluggable positional encoding."""
 import dataclasses
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 from lra_posenc import encodings
 from lra_posenc.models.attention import MultiHeadAttention
+from lra_posenc.training.config_checks import check_positive
 
 Array = jax.Array
 
@@ -28,6 +30,33 @@ class TransformerConfig:
   @property
   def head_dim(self) -> int:
     return self.qkv_dim // self.num_heads
+
+
+CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
+               'pos_encoding', 'pos_encoding_options')
+
+
+def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> TransformerConfig:
+  """The Transformer that `model` (a task's `config.model`) describes for `max_len` positions.
+
+  Raises ValueError naming the key for shapes that cannot work: heads not dividing
+  qkv_dim, odd rotary head dimension, a Chebyshev normalisation shorter than max_len,
+  or an unknown encoding or option.
+  """
+  check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim')
+  if model.qkv_dim % model.num_heads:
+    raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
+  if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:
+    raise ValueError(f'model.pos_encoding=rope needs an even head dimension; model.qkv_dim / model.num_heads = '
+                     f'{model.qkv_dim // model.num_heads}')
+  options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
+  if model.pos_encoding == 'chebyshev' and 0 < options.max_len < max_len + options.position_offset:
+    raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
+                     f'{max_len} positions the data needs')
+  return TransformerConfig(
+      emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
+      mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
+      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len)
 
 
 class MlpBlock(nn.Module):
@@ -73,4 +102,66 @@ class Encoder(nn.Module):
     mask = valid[:, None, None, :]
     for i in range(cfg.num_layers):
       x = EncoderBlock(cfg, name=f'block_{i}')(x, mask=mask, terms=terms, deterministic=deterministic)
+    return nn.LayerNorm(name='final_norm')(x)
+
+
+class DecoderBlock(nn.Module):
+  config: TransformerConfig
+  decode: bool = False
+
+  @nn.compact
+  def __call__(self, x: Array, encoded: Array, *, self_mask: Array, cross_mask: Array,
+               terms: encodings.AttentionTerms, deterministic: bool, cache_index: Array | None) -> Array:
+    cfg = self.config
+    dropout = nn.Dropout(cfg.dropout_rate)
+    y = nn.LayerNorm()(x)
+    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=self.decode,
+                           name='self_attention')(
+        y, y, mask=self_mask, terms=terms, deterministic=deterministic, cache_index=cache_index)
+    x = x + dropout(y, deterministic=deterministic)
+    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, name='cross_attention')(
+        nn.LayerNorm()(x), encoded, mask=cross_mask, terms=encodings.AttentionTerms(),
+        deterministic=deterministic)
+    x = x + dropout(y, deterministic=deterministic)
+    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate)(nn.LayerNorm()(x), deterministic=deterministic)
+    return x + dropout(y, deterministic=deterministic)
+
+
+class Decoder(nn.Module):
+  """Causal decoder over embedded target inputs, attending to `encoded` where `encoder_valid`.
+
+  Positional terms act on self-attention only (causal biases and rotations); cross-attention
+  has no positional terms. With `decode=True` a full-length call shapes the cache
+  (`config.max_len` positions), then each call takes the next single token; its position
+  is the cache's step counter, so additive tables, rotations and biases see the same
+  positions as in a full forward pass.
+  """
+  config: TransformerConfig
+  decode: bool = False
+
+  @nn.compact
+  def __call__(self, x: Array, encoded: Array, *, encoder_valid: Array, deterministic: bool) -> Array:
+    cfg = self.config
+    encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
+                                dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
+    stepping = self.decode and self.has_variable('cache', 'index')
+    step = self.variable('cache', 'index', lambda: jnp.zeros((), jnp.int32)) if self.decode else None
+    if stepping:
+      positions = step.value[None, None]
+      key_positions = jnp.arange(cfg.max_len, dtype=jnp.int32)[None]
+      self_mask = (key_positions <= step.value)[:, None, None, :]
+      cache_index = step.value
+      step.value = step.value + 1
+    else:
+      positions = key_positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
+      self_mask = nn.make_causal_mask(positions, dtype=jnp.bool_)
+      cache_index = None
+    x = encoding.add_to_inputs(x, positions)
+    x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
+    terms = encoding.attention_terms(positions, key_positions, causal=True)
+    cross_mask = encoder_valid[:, None, None, :]
+    for i in range(cfg.num_layers):
+      x = DecoderBlock(cfg, decode=self.decode, name=f'block_{i}')(
+          x, encoded, self_mask=self_mask, cross_mask=cross_mask, terms=terms, deterministic=deterministic,
+          cache_index=cache_index)
     return nn.LayerNorm(name='final_norm')(x)

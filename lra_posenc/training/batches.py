@@ -6,7 +6,7 @@ Each host keeps its own contiguous slice of every global batch.
 """
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -56,6 +56,46 @@ class ArrayDataset:
       epoch, offset = divmod(index, batches_per_epoch)
       rows = self._permutation(seed, epoch)[offset * batch_size:(offset + 1) * batch_size][host_slice]
       yield {k: a[rows] for k, a in self.arrays.items()} | {'weight': np.ones(len(rows), np.float32)}
+      index += 1
+
+  @functools.lru_cache(maxsize=2)
+  def _bucketed_epoch(self, seed: int, epoch: int, batch_size: int, buckets: tuple[int, ...],
+                      lengths_key: str) -> list[tuple[int, np.ndarray]]:
+    """(bucket length, rows) of every full batch of one epoch, in a seeded random order."""
+    rng = np.random.default_rng([seed, epoch])
+    lengths = self.arrays[lengths_key]
+    batches = []
+    for lower, upper in zip((0,) + buckets[:-1], buckets):
+      rows = rng.permutation(np.flatnonzero((lengths > lower) & (lengths <= upper)))
+      batches += [(upper, rows[i:i + batch_size]) for i in range(0, len(rows) - batch_size + 1, batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+  def bucketed_train_batches(self, batch_size: int, *, buckets: Sequence[int], lengths_key: str,
+                             sequence_keys: Sequence[str], seed: int, start: int = 0,
+                             shard: HostShard | None = None) -> Iterator[Batch]:
+    """Endless shuffled full batches of examples of similar length, cut to their bucket's length.
+
+    An example of length n (`arrays[lengths_key]`) belongs to the first bucket >= n; each
+    batch holds one bucket's examples with the `sequence_keys` arrays cut to that bucket,
+    so short sentences are not padded to the longest. A few shapes, one per bucket, compile.
+    """
+    buckets = tuple(buckets)
+    if list(buckets) != sorted(set(buckets)):
+      raise ValueError(f'length buckets {buckets} must be strictly increasing')
+    lengths = self.arrays[lengths_key]
+    if lengths.max() > buckets[-1]:
+      raise ValueError(f'an example of length {lengths.max()} exceeds the largest bucket {buckets[-1]}')
+    host_slice = (shard or HostShard.current()).slice(batch_size)
+    batches_per_epoch = len(self._bucketed_epoch(seed, 0, batch_size, buckets, lengths_key))
+    if not batches_per_epoch:
+      raise ValueError(f'no length bucket of {buckets} holds a full batch of {batch_size} examples')
+    index = start
+    while True:
+      epoch, offset = divmod(index, batches_per_epoch)
+      length, rows = self._bucketed_epoch(seed, epoch, batch_size, buckets, lengths_key)[offset]
+      rows = rows[host_slice]
+      batch = {k: a[rows][:, :length] if k in sequence_keys else a[rows] for k, a in self.arrays.items()}
+      yield batch | {'weight': np.ones(len(rows), np.float32)}
       index += 1
 
   def eval_batches(self, batch_size: int, *, shard: HostShard | None = None) -> Iterator[Batch]:

@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import flax
@@ -51,6 +51,10 @@ class Task:
     artifacts: JSON data a checkpoint is only valid with (a vocabulary): saved with every
       checkpoint, and a resume with different artifacts is refused.
     baselines: reference scores reported beside the results (majority-class accuracy).
+    test_splits: the splits the best checkpoint is scored on; the first is the headline
+      'test' result, all of them are under 'test_sets'.
+    score_test: (best params, split) -> further test scores (BLEU of decoded output), or None.
+    config_sections: top-level config sections the task reads beyond the trainer's.
   """
   init_params: Callable[[jax.Array], Params]
   metrics: Callable[[Params, Batch, jax.Array | None], Metrics]
@@ -59,11 +63,14 @@ class Task:
   selection_metric: str
   artifacts: dict[str, Any]
   baselines: dict[str, float]
+  test_splits: tuple[str, ...] = ('test',)
+  score_test: Callable[[Params, str], dict[str, Any]] | None = None
+  config_sections: tuple[str, ...] = ()
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  """Validates the sections the trainer reads; tasks check `data` and `model`."""
-  check_keys(config, 'config', TOP_LEVEL_KEYS)
+def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = ()) -> None:
+  """Validates the sections the trainer reads; tasks check `data`, `model` and `task_sections`."""
+  check_keys(config, 'config', TOP_LEVEL_KEYS + tuple(task_sections))
   check_keys(config.training, 'training', TRAINING_KEYS)
   check_keys(config.evaluation, 'evaluation', EVALUATION_KEYS)
   check_keys(config.checkpoint, 'checkpoint', CHECKPOINT_KEYS)
@@ -119,7 +126,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   Stops early, after saving a checkpoint, on SIGTERM or when `should_stop(step)` says so;
   re-running the same call resumes. Returns the results also written to results.json.
   """
-  check_config(config)
+  check_config(config, task.config_sections)
   os.makedirs(workdir, exist_ok=True)
   num_steps = config.training.num_train_steps
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
@@ -133,7 +140,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
           'model': config.model.to_dict(), 'artifacts': task.artifacts}
   if checkpoints.latest.latest_step() is not None:
     state, meta = _resume(checkpoints, state, meta)
-  _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
+  if jax.process_index() == 0:
+    _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
+    _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
 
   p_train_step = jax.pmap(lambda s, b, r: train_step(s, b, r, task=task), axis_name=AXIS, donate_argnums=0)
   p_eval_step = jax.pmap(lambda p, b: eval_step(p, b, task=task), axis_name=AXIS)
@@ -199,7 +208,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   checkpoints.close()
   if jax.process_index() == 0:
     _write_json(os.path.join(workdir, 'results.json'), results)
-  writer.write(step, {f'test_{k}': v for k, v in results['test'].items()}, prefix='final')
+  writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
+               prefix='final')
   writer.close()
   return results
 
@@ -225,8 +235,14 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
                task: Task) -> dict[str, Any]:
   best_step = checkpoints.best.latest_step()
   state, record = Checkpoints.restore(checkpoints.best, best_step, template)
-  test = evaluate(p_eval_step, flax.jax_utils.replicate(state.params), task.eval_batches('test'))
-  return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test}
+  replicated_params = flax.jax_utils.replicate(state.params)
+  test_sets = {}
+  for split in task.test_splits:
+    test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split))
+    if task.score_test:
+      test_sets[split] |= task.score_test(state.params, split)
+  return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test_sets[task.test_splits[0]],
+          'test_sets': test_sets}
 
 
 def _write_json(path: str, payload: dict) -> None:

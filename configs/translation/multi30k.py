@@ -1,0 +1,92 @@
+"""Multi30k (task 1) translation, En->De by default: the PoPE paper's setting and a CPU-sized one.
+
+PoPE setting (base Transformer: 6+6 layers, d 512, 8 heads, ff 2048, dropout 0.1, label
+smoothing 0.1, warmup + inverse square root, 10k steps):
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py \\
+        --workdir=runs/multi30k --config.data.data_dir=DATA/multi30k
+CPU variant (3+3 layers, d 256; about half an hour on 2 CPU cores):
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
+        --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
+Other pairs: --config.data.source_lang=en --config.data.target_lang=fr (or any direction).
+Any corpus laid out as SPLIT.LANG[.gz] works: set data.data_dir, the split names and the
+languages. Select the encoding with --config.model.pos_encoding=NAME.
+"""
+import ml_collections
+
+from lra_posenc import encodings
+
+MULTI30K_TEST_SPLITS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  if arg not in (None, 'cpu'):
+    raise ValueError(f"config argument {arg!r} is not one of [None, 'cpu']")
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+
+  config.data = ml_collections.ConfigDict()
+  config.data.data_dir = ''  # A directory of SPLIT.LANG[.gz] files; scripts/download_multi30k.py fetches them.
+  config.data.source_lang = 'en'
+  config.data.target_lang = 'de'
+  config.data.train_split = 'train'
+  config.data.validation_split = 'val'
+  config.data.test_splits = MULTI30K_TEST_SPLITS  # The first one is the headline 'test' score.
+  config.data.max_length = 64  # Training pairs with more ids (with EOS) on either side are dropped.
+  config.data.max_eval_length = 80  # Evaluation keeps every pair; longer sources are cut (and counted).
+  config.data.length_buckets = (16, 24, 32, 48, 64)  # Training batches of similar lengths; () pads all to max_length.
+  config.data.tokenizer = ml_collections.ConfigDict(dict(
+      joint=True, vocab_size=8000, model_type='unigram', character_coverage=1.0))
+
+  config.model = ml_collections.ConfigDict()
+  config.model.emb_dim = 512
+  config.model.num_heads = 8
+  config.model.num_layers = 6  # Each of encoder and decoder.
+  config.model.qkv_dim = 512
+  config.model.mlp_dim = 2048
+  config.model.dropout_rate = 0.1
+  config.model.attention_dropout_rate = 0.1
+  config.model.share_embeddings = True
+  config.model.pos_encoding = 'sinusoidal'
+  config.model.pos_encoding_options = encodings.options_config()
+
+  config.loss = ml_collections.ConfigDict()
+  config.loss.label_smoothing = 0.1
+
+  config.optimizer = ml_collections.ConfigDict()
+  config.optimizer.schedule = 'rsqrt'
+  config.optimizer.learning_rate = 7e-4  # Peak, reached after warmup.
+  config.optimizer.warmup_steps = 4000
+  config.optimizer.b1 = 0.9
+  config.optimizer.b2 = 0.98
+  config.optimizer.eps = 1e-9
+  config.optimizer.weight_decay = 0.0
+  config.optimizer.grad_clip_norm = 0.0
+
+  config.training = ml_collections.ConfigDict()
+  config.training.batch_size = 128
+  config.training.num_train_steps = 10000
+  config.training.log_every_steps = 100
+
+  config.evaluation = ml_collections.ConfigDict()
+  config.evaluation.batch_size = 128
+  config.evaluation.every_steps = 1000
+
+  config.decoding = ml_collections.ConfigDict()
+  config.decoding.beam_size = 4
+  config.decoding.length_penalty = 0.6
+
+  config.checkpoint = ml_collections.ConfigDict()
+  config.checkpoint.every_steps = 1000
+  config.checkpoint.max_to_keep = 2
+
+  if arg == 'cpu':
+    config.data.max_length = 40
+    config.data.max_eval_length = 64
+    config.data.length_buckets = (16, 24, 32, 40)
+    config.data.tokenizer.vocab_size = 6000
+    config.model.update(emb_dim=256, qkv_dim=256, mlp_dim=1024, num_heads=4, num_layers=3)
+    config.optimizer.update(learning_rate=1e-3, warmup_steps=400)
+    config.training.update(batch_size=64, num_train_steps=2000, log_every_steps=50)
+    config.evaluation.update(batch_size=128, every_steps=500)
+    config.checkpoint.update(every_steps=500)
+  return config

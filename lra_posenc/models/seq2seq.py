@@ -1,0 +1,57 @@
+"""Encoder-decoder Transformer for translation (Vaswani et al. 2017, pre-LayerNorm)."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from lra_posenc.models.transformer import Decoder, Encoder, TransformerConfig
+
+Array = jax.Array
+
+
+def shift_right(targets: Array, bos_id: int) -> Array:
+  """Decoder inputs: `bos_id`, then the targets without their last position."""
+  return jnp.concatenate([jnp.full_like(targets[:, :1], bos_id), targets[:, :-1]], axis=1)
+
+
+class Seq2SeqTransformer(nn.Module):
+  """Maps source ids [batch, source_length] and target ids to next-token logits.
+
+  With `share_embeddings` one table embeds source and target tokens and, transposed,
+  gives the output logits (scaled by 1/sqrt(d), as the table is initialised with unit
+  variance); that needs one joint vocabulary. Token id `pad_id` marks padding.
+  """
+  config: TransformerConfig
+  source_vocab_size: int
+  target_vocab_size: int
+  share_embeddings: bool
+  bos_id: int
+  pad_id: int = 0
+  decode: bool = False
+
+  def setup(self):
+    cfg = self.config
+    if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
+      raise ValueError('shared embeddings need one joint vocabulary; got source and target vocabularies of '
+                       f'{self.source_vocab_size} and {self.target_vocab_size} tokens')
+    embed = lambda size, name: nn.Embed(size, cfg.emb_dim, embedding_init=nn.initializers.normal(1.0), name=name)
+    self.source_embed = embed(self.source_vocab_size, 'source_embed')
+    self.target_embed = self.source_embed if self.share_embeddings else embed(self.target_vocab_size, 'target_embed')
+    self.encoder = Encoder(cfg)
+    self.decoder = Decoder(cfg, decode=self.decode)
+    if not self.share_embeddings:
+      self.output_projection = nn.Dense(self.target_vocab_size)
+
+  def encode(self, inputs: Array, *, train: bool) -> Array:
+    return self.encoder(self.source_embed(inputs), valid=inputs != self.pad_id, deterministic=not train)
+
+  def decode_logits(self, decoder_inputs: Array, encoded: Array, encoder_valid: Array, *, train: bool) -> Array:
+    """Logits [batch, length, target_vocab] for teacher-forced (or, with `decode`, one-step) inputs."""
+    y = self.decoder(self.target_embed(decoder_inputs), encoded, encoder_valid=encoder_valid,
+                     deterministic=not train)
+    if self.share_embeddings:
+      return self.target_embed.attend(y) / jnp.sqrt(y.shape[-1]).astype(y.dtype)
+    return self.output_projection(y)
+
+  def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:
+    encoded = self.encode(inputs, train=train)
+    return self.decode_logits(shift_right(targets, self.bos_id), encoded, inputs != self.pad_id, train=train)

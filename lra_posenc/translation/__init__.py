@@ -1,0 +1,1 @@
+"""Translation: parallel text, encoder-decoder training, beam search, sacreBLEU."""

@@ -1,0 +1,117 @@
+"""Greedy and beam search over a step function with a key/value cache, jit-compatible.
+
+A step function maps (tokens [rows, 1], cache) to (logits [rows, vocab], cache); the
+cache's leaves carry the rows on axis 0 (scalar leaves, like a step counter, are shared).
+Both searches return ids [batch, max_length] ending with `eos_id` then `pad_id` (or cut
+off at max_length).
+"""
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+Cache = Any
+StepFn = Callable[[Array, Cache], tuple[Array, Cache]]
+
+NEG_INF = -1.0e9  # Finite, so that NEG_INF - NEG_INF stays a number.
+
+
+def greedy_search(step_fn: StepFn, cache: Cache, *, batch_size: int, max_length: int, bos_id: int,
+                  eos_id: int, pad_id: int = 0) -> Array:
+  """Picks the most likely next token until every row has emitted `eos_id` or max_length is reached."""
+  tokens = jnp.full((batch_size, max_length + 1), pad_id, jnp.int32).at[:, 0].set(bos_id)
+
+  def not_done(state):
+    i, _, _, finished = state
+    return (i < max_length) & ~finished.all()
+
+  def step(state):
+    i, tokens, cache, finished = state
+    logits, cache = step_fn(jax.lax.dynamic_slice_in_dim(tokens, i, 1, axis=1), cache)
+    next_token = jnp.where(finished, pad_id, jnp.argmax(logits, axis=-1).astype(jnp.int32))
+    tokens = jax.lax.dynamic_update_slice_in_dim(tokens, next_token[:, None], i + 1, axis=1)
+    return i + 1, tokens, cache, finished | (next_token == eos_id)
+
+  state = (jnp.int32(0), tokens, cache, jnp.zeros((batch_size,), bool))
+  return jax.lax.while_loop(not_done, step, state)[1][:, 1:]
+
+
+def length_penalty(length: Array, alpha: float) -> Array:
+  """GNMT's ((5 + length) / 6) ** alpha; alpha = 0 ranks by total log-probability."""
+  return ((5.0 + length) / 6.0) ** alpha
+
+
+def tile_beams(tree: Any, beam_size: int) -> Any:
+  """Repeats every row `beam_size` times: [batch, ...] -> [batch * beam_size, ...]."""
+  return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, beam_size, axis=0), tree)
+
+
+def _gather_beams(tree: Any, beam_indices: Array) -> Any:
+  """For [batch, beams, ...] leaves (or flattened [batch * beams, ...]), picks beams per row."""
+  batch_size, new_beams = beam_indices.shape
+
+  def gather(x):
+    if x.ndim == 0:
+      return x
+    flat = x.shape[0] != batch_size
+    beams = x.reshape((batch_size, -1) + x.shape[1:]) if flat else x
+    picked = jnp.take_along_axis(beams, beam_indices.reshape(beam_indices.shape + (1,) * (beams.ndim - 2)), axis=1)
+    return picked.reshape((batch_size * new_beams,) + x.shape[1:]) if flat else picked
+
+  return jax.tree.map(gather, tree)
+
+
+def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: int, max_length: int,
+                alpha: float, bos_id: int, eos_id: int, pad_id: int = 0) -> Array:
+  """The best finished hypothesis per row under GNMT length normalisation.
+
+  `cache` must already hold `beam_size` rows per batch row (`tile_beams`). Search stops
+  when no live hypothesis can still beat the worst of the `beam_size` finished ones.
+  """
+  k = beam_size
+  sequences = jnp.full((batch_size, k, max_length + 1), pad_id, jnp.int32).at[:, :, 0].set(bos_id)
+  live_log_probs = jnp.tile(jnp.asarray([0.0] + [NEG_INF] * (k - 1)), (batch_size, 1))
+  finished_scores = jnp.full((batch_size, k), NEG_INF)
+  state = dict(i=jnp.int32(0), live=sequences, live_log_probs=live_log_probs, finished=sequences,
+               finished_scores=finished_scores, finished_flags=jnp.zeros((batch_size, k), bool), cache=cache)
+
+  def not_done(s):
+    best_possible = s['live_log_probs'][:, 0] / length_penalty(jnp.float32(max_length), alpha)
+    worst_finished = jnp.where(s['finished_flags'], s['finished_scores'], NEG_INF).min(axis=1)
+    settled = s['finished_flags'].all(axis=1) & (worst_finished >= best_possible)
+    return (s['i'] < max_length) & ~settled.all()
+
+  def step(s):
+    i = s['i']
+    tokens = jax.lax.dynamic_slice_in_dim(s['live'], i, 1, axis=2).reshape(batch_size * k, 1)
+    logits, cache = step_fn(tokens, s['cache'])
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch_size, k, -1)
+    vocab_size = log_probs.shape[-1]
+    candidates = (s['live_log_probs'][:, :, None] + log_probs).reshape(batch_size, k * vocab_size)
+    top_log_probs, top_indices = jax.lax.top_k(candidates, 2 * k)  # >= k of them do not end here.
+    origins, new_tokens = top_indices // vocab_size, (top_indices % vocab_size).astype(jnp.int32)
+    extended = jax.lax.dynamic_update_slice_in_dim(
+        _gather_beams(s['live'], origins), new_tokens[:, :, None], i + 1, axis=2)
+    ends = new_tokens == eos_id
+
+    live_log_probs, live_picks = jax.lax.top_k(jnp.where(ends, NEG_INF, top_log_probs), k)
+    live = _gather_beams(extended, live_picks)
+    cache = _gather_beams(cache, jnp.take_along_axis(origins, live_picks, axis=1))
+
+    # As in fairseq, a hypothesis ends only if its end ranks among the k best candidates,
+    # so beam size 1 is greedy search.
+    ends_in_beam = ends & (jnp.arange(2 * k) < k)
+    scores = jnp.where(ends_in_beam, top_log_probs / length_penalty((i + 1).astype(jnp.float32), alpha), NEG_INF)
+    pool_scores = jnp.concatenate([s['finished_scores'], scores], axis=1)
+    pool = jnp.concatenate([s['finished'], extended], axis=1)
+    pool_flags = jnp.concatenate([s['finished_flags'], ends_in_beam], axis=1)
+    finished_scores, finished_picks = jax.lax.top_k(pool_scores, k)
+    return dict(i=i + 1, live=live, live_log_probs=live_log_probs, finished=_gather_beams(pool, finished_picks),
+                finished_scores=finished_scores, finished_flags=_gather_beams(pool_flags, finished_picks),
+                cache=cache)
+
+  s = jax.lax.while_loop(not_done, step, state)
+  best = jnp.where(s['finished_flags'][:, :1], s['finished'][:, 0], s['live'][:, 0])
+  return best[:, 1:]

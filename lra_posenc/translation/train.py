@@ -1,0 +1,198 @@
+"""Trains an encoder-decoder Transformer on parallel text and scores its best checkpoint with sacreBLEU.
+
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
+        --workdir=runs/multi30k_cpu --config.data.data_dir=../shared/data/multi30k
+
+The SentencePiece model is trained on the training split into WORKDIR/tokenizer. The
+best checkpoint (by validation token accuracy) translates every test split with beam
+search; hypotheses go to WORKDIR/translations/SPLIT.LANG and sacreBLEU scores against
+the raw references to results.json. Re-running the command on the same workdir resumes.
+"""
+import functools
+import json
+import os
+from collections.abc import Iterator, Sequence
+
+import flax
+import jax
+import jax.numpy as jnp
+import ml_collections
+import sacrebleu
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
+from lra_posenc.training import trainer
+from lra_posenc.training.batches import ArrayDataset, Batch
+from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
+from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.translation import input_pipeline
+from lra_posenc.translation.input_pipeline import BOS_ID, PAD_ID, Tokenizers
+from lra_posenc.translation.translator import Translator
+
+DATA_KEYS = ('data_dir', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
+             'max_length', 'max_eval_length', 'length_buckets', 'tokenizer')
+TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage')
+TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
+MODEL_KEYS = CONFIG_KEYS + ('share_embeddings',)
+LOSS_KEYS = ('label_smoothing',)
+DECODING_KEYS = ('beam_size', 'length_penalty')
+TASK_SECTIONS = ('loss', 'decoding')
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Validates every section before any data is read; raises ValueError naming the bad key."""
+  trainer.check_config(config, TASK_SECTIONS)
+  data = config.data
+  check_keys(data, 'data', DATA_KEYS)
+  check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
+  check_positive(data, 'data', 'max_length', 'max_eval_length')
+  check_positive(data.tokenizer, 'data.tokenizer', 'vocab_size', 'character_coverage')
+  check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
+  if not data.data_dir:
+    raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
+                     'scripts/download_multi30k.py)')
+  buckets = list(data.length_buckets)
+  if buckets and (buckets != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
+    raise ValueError(f'data.length_buckets={tuple(buckets)} must be increasing positive lengths ending at '
+                     f'data.max_length={data.max_length} (or empty: no bucketing)')
+  if not data.test_splits:
+    raise ValueError('data.test_splits is empty; name at least one split to score')
+  if data.source_lang == data.target_lang:
+    raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
+  check_keys(config.model, 'model', MODEL_KEYS)
+  if config.model.share_embeddings and not data.tokenizer.joint:
+    raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
+  check_keys(config.loss, 'loss', LOSS_KEYS)
+  if not 0.0 <= config.loss.label_smoothing < 1.0:
+    raise ValueError(f'loss.label_smoothing must be in [0, 1), got {config.loss.label_smoothing!r}')
+  check_keys(config.decoding, 'decoding', DECODING_KEYS)
+  check_positive(config.decoding, 'decoding', 'beam_size')
+  if config.decoding.length_penalty < 0:
+    raise ValueError(f'decoding.length_penalty must be >= 0, got {config.decoding.length_penalty!r}')
+  transformer_config(config.model, max_len=max(data.max_length, data.max_eval_length))
+
+
+def create_model(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Seq2SeqTransformer:
+  return Seq2SeqTransformer(
+      transformer_config(config.model, max_len=max(config.data.max_length, config.data.max_eval_length)),
+      source_vocab_size=tokenizers.source.get_piece_size(), target_vocab_size=tokenizers.target.get_piece_size(),
+      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
+
+
+def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Translator:
+  return Translator(create_model(config, tokenizers), tokenizers, beam_size=config.decoding.beam_size,
+                    length_penalty=config.decoding.length_penalty, max_length=config.data.max_eval_length,
+                    batch_size=config.evaluation.batch_size)
+
+
+def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params, batch: Batch,
+                        rng: jax.Array | None) -> dict[str, jax.Array]:
+  """Sums over target tokens: label-smoothed loss (minus its floor, so 0 is perfect), NLL, accuracy.
+
+  Tokens are weighted by their row's weight (0 for eval padding rows) and by not being padding.
+  """
+  train = rng is not None
+  targets = batch['targets']
+  logits = model.apply({'params': params}, batch['inputs'], targets, train=train,
+                       rngs={'dropout': rng} if train else {})
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+  vocab_size = log_probs.shape[-1]
+  confidence = 1.0 - label_smoothing
+  off_value = label_smoothing / (vocab_size - 1)
+  floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
+  target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  nll = -target_log_probs
+  smoothed = confidence * nll - off_value * (log_probs.sum(-1) - target_log_probs)
+  weight = (targets != PAD_ID) * batch['weight'][:, None]
+  real = weight > 0
+  correct = jnp.argmax(logits, -1) == targets
+  total = lambda x: jnp.where(real, x * weight, 0.0).sum()
+  return {'loss': total(smoothed - floor), 'nll': total(nll), 'accuracy': total(correct.astype(jnp.float32)),
+          'count': weight.sum()}
+
+
+def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float | str]:
+  bleu = sacrebleu.metrics.BLEU()
+  score = bleu.corpus_score(list(hypotheses), [list(references)])
+  return {'bleu': score.score, 'bleu_signature': str(bleu.get_signature())}
+
+
+def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:
+  if config.data.length_buckets:
+    return dataset.bucketed_train_batches(
+        config.training.batch_size, buckets=config.data.length_buckets, lengths_key='lengths',
+        sequence_keys=('inputs', 'targets'), seed=config.seed, start=start)
+  return dataset.train_batches(config.training.batch_size, seed=config.seed, start=start)
+
+
+def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
+  """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
+  check_config(config)
+  data = config.data
+  splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
+  texts = {name: input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
+           for name, split in splits.items()}
+  tokenizers = input_pipeline.ensure_tokenizers(
+      os.path.join(workdir, 'tokenizer'), texts['train'], joint=data.tokenizer.joint,
+      vocab_size=data.tokenizer.vocab_size, model_type=data.tokenizer.model_type,
+      character_coverage=data.tokenizer.character_coverage)
+  datasets = {}
+  for name, text in texts.items():
+    train = name == 'train'
+    datasets[name], report = input_pipeline.encode_split(
+        text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_length)
+    logging.info('%s: %d pairs; skipped %s; cut to max length: %d', report.split, report.examples,
+                 report.skipped or 'none', report.truncated)
+  model = create_model(config, tokenizers)
+  translator = create_translator(config, tokenizers)
+  output_dir = os.path.join(workdir, 'translations')
+
+  def score_test(params, split: str) -> dict:
+    outputs = translator.translate_ids(flax.jax_utils.replicate(params), datasets[split].arrays['inputs'])
+    hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
+    if jax.process_index() == 0:
+      os.makedirs(output_dir, exist_ok=True)
+      with open(os.path.join(output_dir, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
+        f.writelines(h + '\n' for h in hypotheses)
+    scores = sacrebleu_scores(hypotheses, texts[split].targets)
+    logging.info('%s: BLEU %.2f (%s)', split, scores['bleu'], scores['bleu_signature'])
+    return scores
+
+  example = jnp.zeros((1, data.max_length), jnp.int32)
+  return trainer.Task(
+      init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
+      metrics=functools.partial(translation_metrics, model, config.loss.label_smoothing),
+      train_batches=functools.partial(train_batches, datasets['train'], config),
+      eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
+      selection_metric='accuracy',
+      artifacts={'tokenizer': tokenizers.fingerprints},
+      baselines={f'{split}_copy_source_bleu': sacrebleu_scores(texts[split].sources, texts[split].targets)['bleu']
+                 for split in data.test_splits},
+      test_splits=tuple(data.test_splits),
+      score_test=score_test,
+      config_sections=TASK_SECTIONS)
+
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file('config', None, 'Config file, e.g. configs/translation/multi30k.py:cpu.',
+                                lock_config=True)
+flags.DEFINE_string('workdir', None, 'Checkpoints, logs, tokenizer, translations and results.json go here.')
+flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first (multi-host runs).')
+flags.mark_flags_as_required(['config', 'workdir'])
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  quiet_checkpoint_logs()
+  if FLAGS.distributed:
+    jax.distributed.initialize()
+  logging.info('devices: %s', jax.devices())
+  task = create_task(FLAGS.config, FLAGS.workdir)
+  results = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir, task)
+  print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,80 @@
+"""Batched, pmapped generation with a trained Seq2SeqTransformer: ids in, ids or text out."""
+import functools
+from collections.abc import Sequence
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.translation import decode
+from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
+
+Params = dict
+
+
+class Translator:
+  """Greedy search (beam_size 1) or beam search with a key/value cache, over all local devices.
+
+  Attributes:
+    model: the model as trained (decode=False); its decode twin shares the parameters.
+    beam_size: 1 selects greedy search.
+    length_penalty: GNMT alpha for beam search.
+    max_length: source ids per sentence (with EOS; longer ones are cut) and most output ids.
+    batch_size: sentences per call to the devices; divisible by the local device count.
+  """
+
+  def __init__(self, model: Seq2SeqTransformer, tokenizers: Tokenizers, *, beam_size: int, length_penalty: float,
+               max_length: int, batch_size: int):
+    if max_length > model.config.max_len:
+      raise ValueError(f'decoding {max_length} positions needs a model with max_len >= {max_length}, '
+                       f'got {model.config.max_len}')
+    if batch_size % jax.local_device_count():
+      raise ValueError(f'batch size {batch_size} is not divisible by the {jax.local_device_count()} local devices')
+    self.model = model
+    self.tokenizers = tokenizers
+    self.beam_size = beam_size
+    self.length_penalty = length_penalty
+    self.max_length = max_length
+    self.batch_size = batch_size
+    self._predict = jax.pmap(self.predict)
+
+  def predict(self, params: Params, inputs: jax.Array) -> jax.Array:
+    """Output ids [batch, max_length] for source ids [batch, source_length]; jit-compatible."""
+    rows, beams = inputs.shape[0], self.beam_size
+    stepper = self.model.clone(decode=True)
+    encoded = self.model.apply({'params': params}, inputs, train=False, method=Seq2SeqTransformer.encode)
+    encoded, valid = decode.tile_beams((encoded, inputs != PAD_ID), beams)
+    cache_shapes = jax.eval_shape(functools.partial(
+        stepper.init, jax.random.PRNGKey(0), valid.astype(jnp.int32),
+        jnp.ones((rows * beams, self.model.config.max_len), jnp.int32), train=False))['cache']
+    cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+
+    def step(tokens, cache):
+      logits, updated = stepper.apply({'params': params, 'cache': cache}, tokens, encoded, valid, train=False,
+                                      method=Seq2SeqTransformer.decode_logits, mutable=['cache'])
+      return logits[:, 0], updated['cache']
+
+    search = dict(max_length=self.max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+    if beams == 1:
+      return decode.greedy_search(step, cache, batch_size=rows, **search)
+    return decode.beam_search(step, cache, batch_size=rows, beam_size=beams, alpha=self.length_penalty, **search)
+
+  def translate_ids(self, replicated_params: Params, inputs: np.ndarray) -> np.ndarray:
+    """Output ids for every row of `inputs` [N, max_length], in order; `replicated_params` from flax's replicate."""
+    devices = jax.local_device_count()
+    outputs = []
+    for begin in range(0, len(inputs), self.batch_size):
+      batch = inputs[begin:begin + self.batch_size]
+      padded = np.zeros((self.batch_size,) + inputs.shape[1:], inputs.dtype)
+      padded[:len(batch)] = batch
+      result = self._predict(replicated_params, padded.reshape((devices, -1) + inputs.shape[1:]))
+      outputs.append(np.asarray(result).reshape(self.batch_size, -1)[:len(batch)])
+    return np.concatenate(outputs)
+
+  def translate(self, params: Params, sentences: Sequence[str]) -> list[str]:
+    """Detokenized translations of raw `sentences`, with unreplicated `params`."""
+    inputs = pad_ids(self.tokenizers.source.encode(list(sentences)), self.max_length)
+    outputs = self.translate_ids(flax.jax_utils.replicate(params), inputs)
+    return [decode_ids(self.tokenizers.target, row) for row in outputs]
