@@ -10,23 +10,20 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import logging
 
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
 from lra_posenc.models.classifier import POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
-from lra_posenc.training import trainer
+from lra_posenc.training import cli, trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
@@ -106,23 +103,5 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})
 
 
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file('config', None, 'Config file, e.g. configs/listops/lra.py:cpu.', lock_config=True)
-flags.DEFINE_string('workdir', None, 'Checkpoints, logs, generated data and results.json go here.')
-flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first (multi-host runs).')
-flags.mark_flags_as_required(['config', 'workdir'])
-
-
-def main(argv: Sequence[str]) -> None:
-  del argv
-  quiet_checkpoint_logs()
-  if FLAGS.distributed:
-    jax.distributed.initialize()
-  logging.info('devices: %s', jax.devices())
-  task = create_task(FLAGS.config, FLAGS.workdir)
-  results = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir, task)
-  print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
-
-
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_training(create_task, 'configs/listops/lra.py:cpu')

@@ -49,26 +49,34 @@ def tile_beams(tree: Any, beam_size: int) -> Any:
 
 
 def _gather_beams(tree: Any, beam_indices: Array) -> Any:
-  """For [batch, beams, ...] leaves (or flattened [batch * beams, ...]), picks beams per row."""
-  batch_size, new_beams = beam_indices.shape
+  """Picks beams per row from [batch, beams, ...] leaves: -> [batch, new_beams, ...]."""
+  def gather(x):
+    indices = beam_indices.reshape(beam_indices.shape + (1,) * (x.ndim - 2))
+    return jnp.take_along_axis(x, indices, axis=1)
+  return jax.tree.map(gather, tree)
+
+
+def _gather_cache_beams(cache: Cache, beam_indices: Array) -> Cache:
+  """`_gather_beams` for a cache whose leaves are [batch * beams, ...] (scalar leaves are shared)."""
+  batch_size, beams = beam_indices.shape
 
   def gather(x):
     if x.ndim == 0:
       return x
-    flat = x.shape[0] != batch_size
-    beams = x.reshape((batch_size, -1) + x.shape[1:]) if flat else x
-    picked = jnp.take_along_axis(beams, beam_indices.reshape(beam_indices.shape + (1,) * (beams.ndim - 2)), axis=1)
-    return picked.reshape((batch_size * new_beams,) + x.shape[1:]) if flat else picked
+    picked = _gather_beams(x.reshape((batch_size, -1) + x.shape[1:]), beam_indices)
+    return picked.reshape((batch_size * beams,) + x.shape[1:])
 
-  return jax.tree.map(gather, tree)
+  return jax.tree.map(gather, cache)
 
 
 def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: int, max_length: int,
                 alpha: float, bos_id: int, eos_id: int, pad_id: int = 0) -> Array:
   """The best finished hypothesis per row under GNMT length normalisation.
 
-  `cache` must already hold `beam_size` rows per batch row (`tile_beams`). Search stops
-  when no live hypothesis can still beat the worst of the `beam_size` finished ones.
+  `cache` must already hold `beam_size` rows per batch row (`tile_beams`). As in fairseq,
+  a hypothesis ends only when its end ranks among the `beam_size` best candidates of its
+  step, and a row is done once it has `beam_size` ended hypotheses; so beam size 1 is
+  greedy search, whatever the length penalty.
   """
   k = beam_size
   sequences = jnp.full((batch_size, k, max_length + 1), pad_id, jnp.int32).at[:, :, 0].set(bos_id)
@@ -78,10 +86,7 @@ def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: in
                finished_scores=finished_scores, finished_flags=jnp.zeros((batch_size, k), bool), cache=cache)
 
   def not_done(s):
-    best_possible = s['live_log_probs'][:, 0] / length_penalty(jnp.float32(max_length), alpha)
-    worst_finished = jnp.where(s['finished_flags'], s['finished_scores'], NEG_INF).min(axis=1)
-    settled = s['finished_flags'].all(axis=1) & (worst_finished >= best_possible)
-    return (s['i'] < max_length) & ~settled.all()
+    return (s['i'] < max_length) & ~s['finished_flags'].all()
 
   def step(s):
     i = s['i']
@@ -98,10 +103,8 @@ def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: in
 
     live_log_probs, live_picks = jax.lax.top_k(jnp.where(ends, NEG_INF, top_log_probs), k)
     live = _gather_beams(extended, live_picks)
-    cache = _gather_beams(cache, jnp.take_along_axis(origins, live_picks, axis=1))
+    cache = _gather_cache_beams(cache, jnp.take_along_axis(origins, live_picks, axis=1))
 
-    # As in fairseq, a hypothesis ends only if its end ranks among the k best candidates,
-    # so beam size 1 is greedy search.
     ends_in_beam = ends & (jnp.arange(2 * k) < k)
     scores = jnp.where(ends_in_beam, top_log_probs / length_penalty((i + 1).astype(jnp.float32), alpha), NEG_INF)
     pool_scores = jnp.concatenate([s['finished_scores'], scores], axis=1)

@@ -9,7 +9,6 @@ search; hypotheses go to WORKDIR/translations/SPLIT.LANG and sacreBLEU scores ag
 the raw references to results.json. Re-running the command on the same workdir resumes.
 """
 import functools
-import json
 import os
 from collections.abc import Iterator, Sequence
 
@@ -18,18 +17,16 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import sacrebleu
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import logging
 
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
-from lra_posenc.training import trainer
+from lra_posenc.training import cli, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.translation import input_pipeline
-from lra_posenc.translation.input_pipeline import BOS_ID, PAD_ID, Tokenizers
-from lra_posenc.translation.translator import Translator
+from lra_posenc.translation.input_pipeline import PAD_ID
+from lra_posenc.translation.translator import create_model, create_translator
 
 DATA_KEYS = ('data_dir', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_length', 'length_buckets', 'tokenizer')
@@ -72,19 +69,6 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if config.decoding.length_penalty < 0:
     raise ValueError(f'decoding.length_penalty must be >= 0, got {config.decoding.length_penalty!r}')
   transformer_config(config.model, max_len=max(data.max_length, data.max_eval_length))
-
-
-def create_model(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Seq2SeqTransformer:
-  return Seq2SeqTransformer(
-      transformer_config(config.model, max_len=max(config.data.max_length, config.data.max_eval_length)),
-      source_vocab_size=tokenizers.source.get_piece_size(), target_vocab_size=tokenizers.target.get_piece_size(),
-      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
-
-
-def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Translator:
-  return Translator(create_model(config, tokenizers), tokenizers, beam_size=config.decoding.beam_size,
-                    length_penalty=config.decoding.length_penalty, max_length=config.data.max_eval_length,
-                    batch_size=config.evaluation.batch_size)
 
 
 def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params, batch: Batch,
@@ -175,24 +159,5 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       config_sections=TASK_SECTIONS)
 
 
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file('config', None, 'Config file, e.g. configs/translation/multi30k.py:cpu.',
-                                lock_config=True)
-flags.DEFINE_string('workdir', None, 'Checkpoints, logs, tokenizer, translations and results.json go here.')
-flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first (multi-host runs).')
-flags.mark_flags_as_required(['config', 'workdir'])
-
-
-def main(argv: Sequence[str]) -> None:
-  del argv
-  quiet_checkpoint_logs()
-  if FLAGS.distributed:
-    jax.distributed.initialize()
-  logging.info('devices: %s', jax.devices())
-  task = create_task(FLAGS.config, FLAGS.workdir)
-  results = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir, task)
-  print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
-
-
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_training(create_task, 'configs/translation/multi30k.py:cpu')

@@ -5,9 +5,11 @@ from collections.abc import Sequence
 import flax
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.models.transformer import transformer_config
 from lra_posenc.translation import decode
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
 
@@ -40,26 +42,30 @@ class Translator:
     self.batch_size = batch_size
     self._predict = jax.pmap(self.predict)
 
-  def predict(self, params: Params, inputs: jax.Array) -> jax.Array:
-    """Output ids [batch, max_length] for source ids [batch, source_length]; jit-compatible."""
-    rows, beams = inputs.shape[0], self.beam_size
+  def decoding_state(self, params: Params, inputs: jax.Array, beams: int) -> tuple[decode.StepFn, decode.Cache]:
+    """The step function and empty cache for decoding `inputs` [batch, source_length] with `beams` rows each."""
+    rows = inputs.shape[0] * beams
     stepper = self.model.clone(decode=True)
     encoded = self.model.apply({'params': params}, inputs, train=False, method=Seq2SeqTransformer.encode)
     encoded, valid = decode.tile_beams((encoded, inputs != PAD_ID), beams)
     cache_shapes = jax.eval_shape(functools.partial(
         stepper.init, jax.random.PRNGKey(0), valid.astype(jnp.int32),
-        jnp.ones((rows * beams, self.model.config.max_len), jnp.int32), train=False))['cache']
-    cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+        jnp.ones((rows, self.model.config.max_len), jnp.int32), train=False))['cache']
 
     def step(tokens, cache):
       logits, updated = stepper.apply({'params': params, 'cache': cache}, tokens, encoded, valid, train=False,
                                       method=Seq2SeqTransformer.decode_logits, mutable=['cache'])
       return logits[:, 0], updated['cache']
 
-    search = dict(max_length=self.max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
-    if beams == 1:
-      return decode.greedy_search(step, cache, batch_size=rows, **search)
-    return decode.beam_search(step, cache, batch_size=rows, beam_size=beams, alpha=self.length_penalty, **search)
+    return step, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+
+  def predict(self, params: Params, inputs: jax.Array) -> jax.Array:
+    """Output ids [batch, max_length] for source ids [batch, source_length]; jit-compatible."""
+    step, cache = self.decoding_state(params, inputs, self.beam_size)
+    search = dict(batch_size=inputs.shape[0], max_length=self.max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+    if self.beam_size == 1:
+      return decode.greedy_search(step, cache, **search)
+    return decode.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
 
   def translate_ids(self, replicated_params: Params, inputs: np.ndarray) -> np.ndarray:
     """Output ids for every row of `inputs` [N, max_length], in order; `replicated_params` from flax's replicate."""
@@ -78,3 +84,16 @@ class Translator:
     inputs = pad_ids(self.tokenizers.source.encode(list(sentences)), self.max_length)
     outputs = self.translate_ids(flax.jax_utils.replicate(params), inputs)
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
+
+
+def create_model(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Seq2SeqTransformer:
+  return Seq2SeqTransformer(
+      transformer_config(config.model, max_len=max(config.data.max_length, config.data.max_eval_length)),
+      source_vocab_size=tokenizers.source.get_piece_size(), target_vocab_size=tokenizers.target.get_piece_size(),
+      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
+
+
+def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Translator:
+  return Translator(create_model(config, tokenizers), tokenizers, beam_size=config.decoding.beam_size,
+                    length_penalty=config.decoding.length_penalty, max_length=config.data.max_eval_length,
+                    batch_size=config.evaluation.batch_size)

@@ -1,0 +1,55 @@
+"""Translates sentences with the best checkpoint of a translation workdir.
+
+    python -m lra_posenc.translation.translate --workdir=runs/multi30k_cpu "A dog runs." "Two men talk."
+    python -m lra_posenc.translation.translate --workdir=runs/multi30k_cpu < sentences.en > sentences.de
+
+The workdir's config.json, tokenizer and best checkpoint define the model, so the output
+matches the translations written at the end of training (same search settings unless
+--beam_size or --length_penalty override them).
+"""
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import ml_collections
+from absl import app, flags
+
+from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.translation import input_pipeline
+from lra_posenc.translation.translator import create_translator
+
+
+def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
+                        length_penalty: float | None = None) -> list[str]:
+  with open(os.path.join(workdir, 'config.json')) as f:
+    config = ml_collections.ConfigDict(json.load(f))
+  if beam_size is not None:
+    config.decoding.beam_size = beam_size
+  if length_penalty is not None:
+    config.decoding.length_penalty = length_penalty
+  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=config.data.tokenizer.joint)
+  checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
+  best_step = checkpoints.best.latest_step()
+  if best_step is None:
+    raise FileNotFoundError(f'{workdir}/best: no checkpoint; train first (python -m lra_posenc.translation.train)')
+  state, _ = Checkpoints.restore(checkpoints.best, best_step)
+  checkpoints.close()
+  return create_translator(config, tokenizers).translate(state['params'], sentences)
+
+
+def main(argv: Sequence[str]) -> None:
+  quiet_checkpoint_logs()
+  sentences = argv[1:] or [line.rstrip('\n') for line in sys.stdin]
+  for translation in translate_sentences(flags.FLAGS.workdir, sentences, beam_size=flags.FLAGS.beam_size,
+                                         length_penalty=flags.FLAGS.length_penalty):
+    print(translation)
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('workdir', None, 'A workdir written by lra_posenc.translation.train.')
+  flags.DEFINE_integer('beam_size', None, 'Overrides decoding.beam_size (1: greedy).')
+  flags.DEFINE_float('length_penalty', None, 'Overrides decoding.length_penalty.')
+  flags.mark_flag_as_required('workdir')
+  app.run(main)

@@ -1,0 +1,347 @@
+"""Translation: parallel data, tokenizer, encoder-decoder decoding, training to BLEU, resume."""
+import gzip
+import itertools
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from conftest import final_params
+from configs.translation import multi30k
+from lra_posenc import encodings
+from lra_posenc.data.files import DataError
+from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
+from lra_posenc.models.transformer import transformer_config
+from lra_posenc.training import trainer
+from lra_posenc.translation import decode, input_pipeline, train, translate
+from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
+from lra_posenc.translation.translator import Translator
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K_DIR = os.path.join(ROOT, '..', 'shared', 'data', 'multi30k')
+SCRIPTS_DIR = os.path.join(ROOT, 'scripts')
+
+# A word-for-word "translation": learnable by a one-layer model in a few hundred steps.
+LEXICON = {'one': 'eins', 'two': 'zwei', 'three': 'drei', 'red': 'rot', 'blue': 'blau', 'green': 'grün',
+           'dog': 'Hund', 'cat': 'Katze', 'house': 'Haus', 'tree': 'Baum', 'big': 'groß', 'small': 'klein'}
+
+
+def toy_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+  rng = np.random.default_rng(seed)
+  words = list(LEXICON)
+  sources = [' '.join(rng.choice(words, rng.integers(2, 6))) for _ in range(count)]
+  return [(s, ' '.join(LEXICON[w] for w in s.split())) for s in sources]
+
+
+def write_split(directory, split: str, pairs, *, compress: bool) -> None:
+  for lang, column in (('en', 0), ('de', 1)):
+    text = ''.join(pair[column] + '\n' for pair in pairs).encode('utf-8')
+    path = os.path.join(directory, f'{split}.{lang}' + ('.gz' if compress else ''))
+    with (gzip.open if compress else open)(path, 'wb') as f:
+      f.write(text)
+
+
+@pytest.fixture(scope='module')
+def toy_corpus(tmp_path_factory) -> str:
+  directory = str(tmp_path_factory.mktemp('toy_corpus'))
+  train_pairs = toy_pairs(256, seed=0)
+  write_split(directory, 'train', train_pairs, compress=True)
+  write_split(directory, 'val', train_pairs[:64], compress=False)  # Memorisation is what is tested.
+  write_split(directory, 'test', train_pairs[64:128], compress=True)
+  return directory
+
+
+def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
+  config = multi30k.get_config('cpu')
+  config.data.update(data_dir=data_dir, test_splits=('test',), max_length=16, max_eval_length=16,
+                     length_buckets=(8, 16))
+  config.data.tokenizer.vocab_size = 64
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, dropout_rate=0.0,
+                      attention_dropout_rate=0.0)
+  config.optimizer.update(learning_rate=3e-3, warmup_steps=20)
+  config.training.update(batch_size=16, num_train_steps=20, log_every_steps=10)
+  config.training.update(**training)
+  config.evaluation.update(batch_size=32, every_steps=100)
+  config.checkpoint.update(every_steps=100)
+  config.decoding.beam_size = 2
+  return config
+
+
+def run(config, workdir, should_stop=None):
+  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
+
+
+def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True) -> Seq2SeqTransformer:
+  model = ml_collections.ConfigDict(dict(
+      emb_dim=32, num_heads=4, num_layers=2, qkv_dim=32, mlp_dim=64, dropout_rate=0.0, attention_dropout_rate=0.0,
+      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config()))
+  return Seq2SeqTransformer(transformer_config(model, max_len=max_len), source_vocab_size=24, target_vocab_size=24,
+                            share_embeddings=share_embeddings, bos_id=BOS_ID)
+
+
+def random_params(model: Seq2SeqTransformer, sources, targets):
+  """Initial parameters plus noise, so that biases and tables are not all zero or symmetric."""
+  params = model.init(jax.random.PRNGKey(0), sources, targets, train=False)['params']
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+  return jax.tree.unflatten(tree, [p + 0.2 * jax.random.normal(k, p.shape) for p, k in zip(leaves, keys)])
+
+
+def toy_batch(rows: int = 3, source_length: int = 7, target_length: int = 12):
+  rng = np.random.default_rng(0)
+  sources = jnp.asarray(rng.integers(4, 24, (rows, source_length))).at[0, 4:].set(PAD_ID)
+  return sources, jnp.asarray(rng.integers(4, 24, (rows, target_length)))
+
+
+# Data.
+
+def test_tokenizer_round_trip_and_reuse(toy_corpus, tmp_path):
+  text = input_pipeline.read_split(toy_corpus, 'train', 'en', 'de')
+  options = dict(joint=True, vocab_size=64, model_type='unigram', character_coverage=1.0)
+  tokenizers = input_pipeline.ensure_tokenizers(str(tmp_path), text, **options)
+  assert tokenizers.joint and os.path.exists(tmp_path / 'joint.model')
+  for sentence in text.sources[:20] + text.targets[:20] + ['Katze groß Baum']:
+    ids = tokenizers.source.encode(sentence)
+    assert input_pipeline.decode_ids(tokenizers.target, np.asarray(ids + [EOS_ID, PAD_ID, PAD_ID])) == sentence
+  assert {tokenizers.source.piece_to_id(p) for p in ('<pad>', '<unk>', '<s>', '</s>')} == {0, 1, 2, 3}
+  # A saved tokenizer is loaded, never retrained: a different training text changes nothing.
+  reloaded = input_pipeline.ensure_tokenizers(str(tmp_path), input_pipeline.ParallelText(['x'], ['y'], 'a', 'b'),
+                                              **options)
+  assert reloaded.fingerprints == tokenizers.fingerprints
+  separate = input_pipeline.ensure_tokenizers(str(tmp_path / 'separate'), text, **options | {'joint': False})
+  assert not separate.joint and separate.source.encode('Hund') != separate.target.encode('Hund')
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+  (tmp_path / 'train.en').write_text('a\nb\nc\n')
+  with gzip.open(tmp_path / 'train.de.gz', 'wt') as f:
+    f.write('x\ny\n')
+  with pytest.raises(DataError, match=r'3 lines in .*train\.en but 2 lines in .*train\.de\.gz'):
+    input_pipeline.read_split(str(tmp_path), 'train', 'en', 'de')
+  with pytest.raises(FileNotFoundError, match=r"no fr file for split 'train'"):
+    input_pipeline.read_split(str(tmp_path), 'train', 'en', 'fr')
+
+
+def test_invalid_utf8_is_located(tmp_path):
+  (tmp_path / 'val.en').write_bytes(b'fine\nbad \xff byte\n')
+  (tmp_path / 'val.de').write_text('gut\nschlecht\n')
+  with pytest.raises(DataError, match=r'val\.en:2: invalid UTF-8 at byte 4'):
+    input_pipeline.read_split(str(tmp_path), 'val', 'en', 'de')
+
+
+def test_training_filters_and_evaluation_keeps_every_pair(toy_corpus, tmp_path):
+  text = input_pipeline.ParallelText(['one two', '', 'one ' * 20, 'red dog'], ['eins zwei', 'leer', 'eins ' * 20, ''],
+                                     'src', 'tgt')
+  tokenizers = input_pipeline.ensure_tokenizers(
+      str(tmp_path), input_pipeline.read_split(toy_corpus, 'train', 'en', 'de'), joint=True, vocab_size=64,
+      model_type='unigram', character_coverage=1.0)
+  dataset, report = input_pipeline.encode_split(text, tokenizers, split='train', max_length=8, train=True)
+  assert dataset.size == 1 and report.skipped == {'empty': 2, 'too long': 1}
+  dataset, report = input_pipeline.encode_split(text, tokenizers, split='test', max_length=8, train=False)
+  assert dataset.size == 4 and report.truncated == 1
+  assert (dataset.arrays['inputs'][2, -1] == EOS_ID) and (dataset.arrays['lengths'] <= 8).all()
+
+
+def test_bucketed_batches_are_deterministic_and_cut_to_their_bucket(toy_corpus, tmp_path):
+  config = toy_config(toy_corpus)
+  task = train.create_task(config, str(tmp_path))
+  first = list(itertools.islice(task.train_batches(0), 40))
+  again = list(itertools.islice(task.train_batches(25), 15))
+  for a, b in zip(first[25:], again):
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+  for batch in first:
+    width = batch['inputs'].shape[1]
+    assert width in (8, 16) and batch['targets'].shape[1] == width
+    assert (batch['lengths'] <= width).all() and (width == 8 or (batch['lengths'] > 8).all())
+
+
+# Decoding.
+
+@pytest.mark.parametrize('pos_encoding', list(encodings.REGISTRY))
+def test_cached_decoding_equals_full_forward(pos_encoding):
+  model = small_model(pos_encoding)
+  sources, targets = toy_batch()
+  params = random_params(model, sources, targets)
+  full = model.apply({'params': params}, sources, targets, train=False)
+  stepper = model.clone(decode=True)
+  cache = stepper.init(jax.random.PRNGKey(0), sources, jnp.ones((3, 12), jnp.int32), train=False)['cache']
+  cache = jax.tree.map(jnp.zeros_like, cache)
+  encoded = model.apply({'params': params}, sources, train=False, method=Seq2SeqTransformer.encode)
+  decoder_inputs = shift_right(targets, BOS_ID)
+  stepwise = []
+  for t in range(targets.shape[1]):
+    logits, updated = stepper.apply({'params': params, 'cache': cache}, decoder_inputs[:, t:t + 1], encoded,
+                                    sources != PAD_ID, train=False, method=Seq2SeqTransformer.decode_logits,
+                                    mutable=['cache'])
+    cache = updated['cache']
+    stepwise.append(logits[:, 0])
+  # Same float32 arithmetic in another order; logits are O(1).
+  np.testing.assert_allclose(jnp.stack(stepwise, axis=1), full, atol=2e-5)
+
+
+def test_decoder_is_causal():
+  model = small_model('rope')
+  sources, targets = toy_batch()
+  params = random_params(model, sources, targets)
+  changed = targets.at[:, 6:].set(5)
+  before = model.apply({'params': params}, sources, targets, train=False)
+  after = model.apply({'params': params}, sources, changed, train=False)
+  np.testing.assert_array_equal(before[:, :7], after[:, :7])  # Logits at t see targets before t only.
+  assert not np.allclose(before[:, 7:], after[:, 7:])
+
+
+def test_beam_size_one_is_greedy():
+  model = small_model('sinusoidal')
+  sources, targets = toy_batch(rows=4)
+  params = random_params(model, sources, targets)
+  translator = Translator(model, None, beam_size=1, length_penalty=0.0, max_length=12, batch_size=4)
+  search = dict(batch_size=4, max_length=12, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+
+  @jax.jit
+  def both(params, sources):
+    step, cache = translator.decoding_state(params, sources, beams=1)
+    untrained_step = step
+
+    def step(tokens, cache):  # An untrained model rarely ends; make EOS win after some tokens.
+      logits, cache = untrained_step(tokens, cache)
+      ends_next = (tokens[:, 0] % 4 == 0) & (tokens[:, 0] != PAD_ID)
+      return logits.at[:, EOS_ID].set(jnp.where(ends_next, logits.max(-1) + 1.0, logits[:, EOS_ID])), cache
+
+    return (decode.greedy_search(step, cache, **search),
+            [decode.beam_search(step, cache, beam_size=1, alpha=alpha, **search) for alpha in (0.0, 0.6)])
+
+  greedy, beams = both(params, sources)
+  assert 0 < (greedy == EOS_ID).any(axis=1).sum() < 4  # Rows that end and rows that run to max_length.
+  for beam in beams:
+    np.testing.assert_array_equal(beam, greedy)
+
+
+def test_wide_beam_finds_the_best_normalised_sequence():
+  """Oracle: with a beam as wide as all live prefixes, beam search is exhaustive search."""
+  vocab, max_length, alpha = 5, 4, 0.6
+  transitions = jax.nn.log_softmax(3 * jax.random.normal(jax.random.PRNGKey(3), (vocab, vocab)))
+  transitions = transitions.at[:, PAD_ID].set(-1e4).at[:, BOS_ID].set(-1e4)  # Never emitted.
+  step = lambda tokens, cache: (transitions[tokens[:, 0]], cache)
+  found = decode.beam_search(step, jnp.zeros(()), batch_size=1, beam_size=vocab ** max_length,
+                             max_length=max_length, alpha=alpha, bos_id=BOS_ID, eos_id=EOS_ID)[0]
+  best, best_score = None, -np.inf
+  for length in range(1, max_length + 1):
+    for body in itertools.product([t for t in range(vocab) if t not in (PAD_ID, BOS_ID, EOS_ID)], repeat=length - 1):
+      sequence = list(body) + [EOS_ID]
+      previous = [BOS_ID] + sequence[:-1]
+      score = float(sum(transitions[p, t] for p, t in zip(previous, sequence))) / decode.length_penalty(length, alpha)
+      if score > best_score:
+        best, best_score = sequence, score
+  assert list(np.asarray(found[:len(best)])) == best and (np.asarray(found[len(best):]) == PAD_ID).all()
+
+
+# Training.
+
+def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, tmp_path):
+  config = toy_config(toy_corpus, num_train_steps=400, log_every_steps=100)
+  config.evaluation.every_steps = 200
+  results = run(config, tmp_path)
+  test = results['test']
+  # Held-out sentences of a word-for-word lexicon: a model that learned it is near perfect;
+  # copying the source scores ~0 (no word is shared).
+  assert test['bleu'] > 80, test
+  assert results['baselines']['test_copy_source_bleu'] < 5
+  assert test['bleu_signature'].startswith('nrefs:1|case:mixed|eff:no|tok:13a')
+  with open(tmp_path / 'translations' / 'test.de', encoding='utf-8') as f:
+    hypotheses = f.read().splitlines()
+  references = input_pipeline.read_split(toy_corpus, 'test', 'en', 'de').targets
+  assert len(hypotheses) == len(references) == 64
+  assert np.mean([h == r for h, r in zip(hypotheses, references)]) > 0.7
+  with open(tmp_path / 'results.json') as f:
+    assert json.load(f)['test_sets']['test']['bleu'] == test['bleu']
+  assert sorted(os.listdir(tmp_path / 'tokenizer')) == ['joint.model']
+
+
+def test_translate_entry_point_uses_the_trained_workdir(toy_corpus, tmp_path):
+  config = toy_config(toy_corpus, num_train_steps=300)
+  run(config, tmp_path)
+  translations = translate.translate_sentences(str(tmp_path), ['red dog', 'two big cats house'])
+  assert translations[0] == 'rot Hund'
+  assert len(translations) == 2
+
+
+def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
+  config = toy_config(toy_corpus, num_train_steps=12)
+  config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
+  config.checkpoint.every_steps = 12
+  straight = run(config, tmp_path / 'straight')
+  assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'stopped_at_step': 5}
+  resumed = run(config, tmp_path / 'resumed')
+  assert resumed['steps_this_run'] == 7
+  jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 12),
+               final_params(tmp_path / 'resumed', 12))
+  assert resumed['test'] == straight['test']
+
+
+@pytest.mark.parametrize('key, value, message', [
+    ('model.pos_encoding', 'sinus', r"model.pos_encoding='sinus' is not a known encoding; valid choices: \['none'"),
+    ('data.tokenizer.model_type', 'word', r"data.tokenizer.model_type='word' is not one of \['unigram', 'bpe'\]"),
+    ('data.length_buckets', (8, 12), r'data.length_buckets=\(8, 12\) must be increasing .* data.max_length=16'),
+    ('data.tokenizer.joint', False, r'model.share_embeddings=True needs data.tokenizer.joint=True'),
+    ('loss.label_smoothing', 1.0, r'loss.label_smoothing must be in \[0, 1\)'),
+    ('decoding.beam_size', 0, r'decoding.beam_size must be positive'),
+    ('model.num_heads', 3, r'model.qkv_dim=32 is not divisible by model.num_heads=3'),
+    ('data.data_dir', '', r'data.data_dir is empty'),
+])
+def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
+  config = toy_config(toy_corpus)
+  section, _, name = key.rpartition('.')
+  config_section = config
+  for part in section.split('.'):
+    config_section = config_section[part]
+  config_section[name] = value
+  with pytest.raises(ValueError, match=message):
+    train.check_config(config)
+
+
+def test_unknown_config_section_is_named(toy_corpus):
+  config = toy_config(toy_corpus)
+  config.decoding.beam_width = 4
+  with pytest.raises(ValueError, match=r"decoding.beam_width is not a config key the code reads; valid keys of "
+                                       r"decoding: \['beam_size', 'length_penalty'\]"):
+    train.check_config(config)
+
+
+@pytest.mark.skipif(not os.path.isdir(MULTI30K_DIR), reason=f'Multi30k not present at {MULTI30K_DIR}')
+def test_multi30k_trains_and_scores_every_test_set(tmp_path):
+  config = multi30k.get_config('cpu')
+  config.data.data_dir = MULTI30K_DIR
+  config.data.tokenizer.vocab_size = 2000
+  config.data.max_eval_length = 48  # The longest test pair has 47 ids with EOS.
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1)
+  config.optimizer.update(learning_rate=3e-3, warmup_steps=10)
+  config.training.update(num_train_steps=30, log_every_steps=10)
+  config.evaluation.every_steps = 30
+  config.decoding.beam_size = 1
+  results = run(config, tmp_path)
+  assert list(results['test_sets']) == list(multi30k.MULTI30K_TEST_SPLITS)
+  for split, count in (('test_2016_flickr', 1000), ('test_2017_flickr', 1000), ('test_2017_mscoco', 461)):
+    with open(tmp_path / 'translations' / f'{split}.de', encoding='utf-8') as f:
+      assert len(f.read().splitlines()) == count
+    assert 0 <= results['test_sets'][split]['bleu'] <= 100
+  # 30 steps of a tiny model are far from translating; the copy baseline says what a floor is.
+  assert 0 < results['baselines']['test_2016_flickr_copy_source_bleu'] < 10
+  assert results['validation']['accuracy'] > 0.05
+
+
+@pytest.mark.skipif(not os.path.isdir(MULTI30K_DIR), reason=f'Multi30k not present at {MULTI30K_DIR}')
+def test_download_script_fetches_and_checks_line_counts(tmp_path):
+  sys.path.insert(0, SCRIPTS_DIR)
+  import download_multi30k
+  source = 'file://' + os.path.abspath(MULTI30K_DIR)
+  fetched = download_multi30k.download(str(tmp_path), base_url=source, languages=('en', 'de'))
+  assert len(fetched) == 12 and download_multi30k.download(str(tmp_path), base_url=source, languages=('en',)) == []
+  with gzip.open(tmp_path / 'val.de.gz', 'wt') as f:
+    f.write('one line\n')
+  with pytest.raises(ValueError, match=r'val\.de\.gz: 1 lines, but the Multi30k release has 1014'):
+    download_multi30k.download(str(tmp_path), base_url=source, languages=('de',))
