@@ -242,38 +242,47 @@ def test_wide_beam_finds_the_best_normalised_sequence():
 
 # Training.
 
-def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, tmp_path):
+@pytest.fixture(scope='module')
+def trained_toy(toy_corpus, tmp_path_factory):
+  """A workdir trained on the toy corpus, and its results."""
+  workdir = tmp_path_factory.mktemp('trained_toy')
   config = toy_config(toy_corpus, num_train_steps=400, log_every_steps=100)
   config.evaluation.every_steps = 200
-  results = run(config, tmp_path)
+  return workdir, run(config, workdir)
+
+
+def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy):
+  workdir, results = trained_toy
   test = results['test']
   # Held-out sentences of a word-for-word lexicon: a model that learned it is near perfect;
   # copying the source scores ~0 (no word is shared).
   assert test['bleu'] > 80, test
   assert results['baselines']['test_copy_source_bleu'] < 5
   assert test['bleu_signature'].startswith('nrefs:1|case:mixed|eff:no|tok:13a')
-  with open(tmp_path / 'translations' / 'test.de', encoding='utf-8') as f:
+  with open(workdir / 'translations' / 'test.de', encoding='utf-8') as f:
     hypotheses = f.read().splitlines()
   references = input_pipeline.read_split(toy_corpus, 'test', 'en', 'de').targets
   assert len(hypotheses) == len(references) == 64
   assert np.mean([h == r for h, r in zip(hypotheses, references)]) > 0.7
-  with open(tmp_path / 'results.json') as f:
+  with open(workdir / 'results.json') as f:
     assert json.load(f)['test_sets']['test']['bleu'] == test['bleu']
-  assert sorted(os.listdir(tmp_path / 'tokenizer')) == ['joint.model']
+  assert sorted(os.listdir(workdir / 'tokenizer')) == ['joint.model']
 
 
-def test_translate_entry_point_uses_the_trained_workdir(toy_corpus, tmp_path):
-  config = toy_config(toy_corpus, num_train_steps=300)
-  run(config, tmp_path)
-  translations = translate.translate_sentences(str(tmp_path), ['red dog', 'two big cats house'])
-  assert translations[0] == 'rot Hund'
-  assert len(translations) == 2
+def test_translate_entry_point_matches_the_written_translations(toy_corpus, trained_toy):
+  workdir, _ = trained_toy
+  sources = input_pipeline.read_split(toy_corpus, 'test', 'en', 'de').sources[:8]
+  with open(workdir / 'translations' / 'test.de', encoding='utf-8') as f:
+    written = f.read().splitlines()[:8]
+  assert translate.translate_sentences(str(workdir), sources) == written
+  assert translate.translate_sentences(str(workdir), ['red dog'], beam_size=1) == ['rot Hund']
 
 
 def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
   config = toy_config(toy_corpus, num_train_steps=12)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
   config.checkpoint.every_steps = 12
+  config.decoding.beam_size = 1
   straight = run(config, tmp_path / 'straight')
   assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'stopped_at_step': 5}
   resumed = run(config, tmp_path / 'resumed')
@@ -345,3 +354,13 @@ def test_download_script_fetches_and_checks_line_counts(tmp_path):
     f.write('one line\n')
   with pytest.raises(ValueError, match=r'val\.de\.gz: 1 lines, but the Multi30k release has 1014'):
     download_multi30k.download(str(tmp_path), base_url=source, languages=('de',))
+
+
+def test_tfds_translation_dataset_by_name(tmp_path):
+  tfds = pytest.importorskip('tensorflow_datasets')
+  with tfds.testing.mock_data(num_examples=6):
+    text = input_pipeline.read_tfds_split('ted_hrlr_translate/pt_to_en', 'train', 'pt', 'en', None)
+    assert len(text.sources) == len(text.targets) == 6 and all(isinstance(s, str) for s in text.sources)
+    assert text.source_path == 'tfds:ted_hrlr_translate/pt_to_en[train]'
+    with pytest.raises(DataError, match=r"tfds:ted_hrlr_translate/pt_to_en\[train\]:0: no 'de' field"):
+      input_pipeline.read_tfds_split('ted_hrlr_translate/pt_to_en', 'train', 'pt', 'de', None)

@@ -9,7 +9,9 @@ CPU variant (3+3 layers, d 256; about half an hour on 2 CPU cores):
         --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
 Other pairs: --config.data.source_lang=en --config.data.target_lang=fr (or any direction).
 Any corpus laid out as SPLIT.LANG[.gz] works: set data.data_dir, the split names and the
-languages. Select the encoding with --config.model.pos_encoding=NAME.
+languages. A TFDS dataset: --config.data.tfds_name=ted_hrlr_translate/pt_to_en
+--config.data.source_lang=pt --config.data.target_lang=en --config.data.validation_split=validation
+--config.data.test_splits="('test',)". Select the encoding with --config.model.pos_encoding=NAME.
 """
 import ml_collections
 
@@ -26,6 +28,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   config.data = ml_collections.ConfigDict()
   config.data.data_dir = ''  # A directory of SPLIT.LANG[.gz] files; scripts/download_multi30k.py fetches them.
+  config.data.tfds_name = ''  # Or a TFDS translation dataset (data_dir is then TFDS's data directory).
   config.data.source_lang = 'en'
   config.data.target_lang = 'de'
   config.data.train_split = 'train'

@@ -1,7 +1,8 @@
-"""Parallel text -> SentencePiece ids, for Multi30k and any corpus laid out as SPLIT.LANG[.gz].
+"""Parallel text -> SentencePiece ids, for Multi30k, any corpus laid out as SPLIT.LANG[.gz], and TFDS.
 
 A corpus directory holds one file per split and language, one sentence per line, plain
 or gzip: `train.en.gz`, `train.de.gz`, `val.en.gz`, ... (Multi30k's published layout).
+TFDS translation datasets are read by name instead.
 The tokenizer is trained on the training split only, saved in the workdir and reused
 from there, so a resumed or re-scored run reads the same ids.
 """
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from lra_posenc.data.files import DataError, read_lines
+from lra_posenc.data.files import DataError, decode_line, read_lines
 from lra_posenc.training.batches import ArrayDataset
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -60,6 +61,32 @@ def read_parallel(source_path: str, target_path: str) -> ParallelText:
 
 def read_split(data_dir: str, split: str, source_lang: str, target_lang: str) -> ParallelText:
   return read_parallel(split_path(data_dir, split, source_lang), split_path(data_dir, split, target_lang))
+
+
+def read_tfds_split(name: str, split: str, source_lang: str, target_lang: str, data_dir: str | None) -> ParallelText:
+  """A split of a TFDS translation dataset (e.g. 'ted_hrlr_translate/pt_to_en'), prepared by TFDS if needed.
+
+  Read through `tfds.data_source`, which needs no TensorFlow; builders that do need it
+  (the WMT family) fail inside TFDS with its own message.
+  """
+  import tensorflow_datasets as tfds  # Imported here: slow to import, and only this path needs it.
+  source = tfds.data_source(name, split=split, data_dir=data_dir or None)
+  location = f'tfds:{name}[{split}]'
+  sources, targets = [], []
+  for index in range(len(source)):
+    record = source[index]
+    missing = [lang for lang in (source_lang, target_lang) if lang not in record]
+    if missing:
+      raise DataError(location, index, f'no {missing[0]!r} field; the record has {sorted(record)}')
+    sources.append(_text(record[source_lang], location, index))
+    targets.append(_text(record[target_lang], location, index))
+  if not sources:
+    raise DataError(location, 0, 'empty split')
+  return ParallelText(sources, targets, location, location)
+
+
+def _text(value: str | bytes, location: str, index: int) -> str:
+  return decode_line(location, index, value).strip('\n') if isinstance(value, bytes) else value
 
 
 def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: str,

@@ -28,7 +28,7 @@ from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.input_pipeline import PAD_ID
 from lra_posenc.translation.translator import create_model, create_translator
 
-DATA_KEYS = ('data_dir', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
+DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_length', 'length_buckets', 'tokenizer')
 TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
@@ -47,9 +47,9 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   check_positive(data, 'data', 'max_length', 'max_eval_length')
   check_positive(data.tokenizer, 'data.tokenizer', 'vocab_size', 'character_coverage')
   check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
-  if not data.data_dir:
+  if not data.data_dir and not data.tfds_name:
     raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
-                     'scripts/download_multi30k.py)')
+                     'scripts/download_multi30k.py), or set data.tfds_name')
   buckets = list(data.length_buckets)
   if buckets and (buckets != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
     raise ValueError(f'data.length_buckets={tuple(buckets)} must be increasing positive lengths ending at '
@@ -111,13 +111,18 @@ def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, star
   return dataset.train_batches(config.training.batch_size, seed=config.seed, start=start)
 
 
+def read_text(data: ml_collections.ConfigDict, split: str) -> input_pipeline.ParallelText:
+  if data.tfds_name:
+    return input_pipeline.read_tfds_split(data.tfds_name, split, data.source_lang, data.target_lang, data.data_dir)
+  return input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
+
+
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
   """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
   check_config(config)
   data = config.data
   splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
-  texts = {name: input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
-           for name, split in splits.items()}
+  texts = {name: read_text(data, split) for name, split in splits.items()}
   tokenizers = input_pipeline.ensure_tokenizers(
       os.path.join(workdir, 'tokenizer'), texts['train'], joint=data.tokenizer.joint,
       vocab_size=data.tokenizer.vocab_size, model_type=data.tokenizer.model_type,
