@@ -105,7 +105,8 @@ def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: in
     live = _gather_beams(extended, live_picks)
     cache = _gather_cache_beams(cache, jnp.take_along_axis(origins, live_picks, axis=1))
 
-    ends_in_beam = ends & (jnp.arange(2 * k) < k)
+    row_done = s['finished_flags'].all(axis=1, keepdims=True)  # Done rows take no new ends.
+    ends_in_beam = ends & (jnp.arange(2 * k) < k) & ~row_done
     scores = jnp.where(ends_in_beam, top_log_probs / length_penalty((i + 1).astype(jnp.float32), alpha), NEG_INF)
     pool_scores = jnp.concatenate([s['finished_scores'], scores], axis=1)
     pool = jnp.concatenate([s['finished'], extended], axis=1)
