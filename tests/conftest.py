@@ -1,5 +1,7 @@
-"""Shared fixtures: a tiny generated ListOps set and a config that trains on it in seconds."""
+"""Shared fixtures: a tiny generated ListOps set, a config that trains on it in seconds, workers."""
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -8,7 +10,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.listops import lra  # noqa: E402
 from lra_posenc.data import listops  # noqa: E402
+from lra_posenc.listops import train  # noqa: E402
+from lra_posenc.training import trainer  # noqa: E402
 from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, min_length=2, max_length=24)
@@ -39,3 +45,20 @@ def final_params(workdir, step: int):
   """The parameters of the latest-checkpoints entry at `step` in `workdir`."""
   state, _ = Checkpoints.restore(Checkpoints(str(workdir), max_to_keep=2).latest, step)
   return state['params']
+
+
+def run_listops(config, workdir, should_stop=None):
+  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
+
+
+def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1) -> subprocess.Popen:
+  """tests/train_worker.py in a new process with `devices` CPU devices; `options` are its flags."""
+  env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
+  command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
+  return subprocess.Popen(command + list(options), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def worker_results(process: subprocess.Popen) -> dict:
+  stdout, stderr = process.communicate(timeout=300)
+  assert process.returncode == 0, stderr[-3000:]
+  return json.loads(stdout.strip().splitlines()[-1])

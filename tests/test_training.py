@@ -1,27 +1,17 @@
-"""The shared trainer on ListOps: learning, resume equivalence, device parity, config checks."""
+"""The shared trainer on ListOps: learning, resume equivalence, device parity, the LRA config."""
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import flax
 import jax
 import numpy as np
 import pytest
 
-from conftest import final_params, tiny_config
+from conftest import final_params, run_listops, start_worker, tiny_config, worker_results
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.training import trainer
 from lra_posenc.training.checkpointing import Checkpoints
-
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(config, workdir, should_stop=None):
-  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
 
 
 def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
@@ -60,51 +50,23 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
 def test_stop_and_resume_gives_identical_parameters(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=20)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
-  straight = run(config, tmp_path / 'straight')
-  stopped = run(config, tmp_path / 'resumed', should_stop=lambda step: step == 7)
+  straight = run_listops(config, tmp_path / 'straight')
+  stopped = run_listops(config, tmp_path / 'resumed', should_stop=lambda step: step == 7)
   assert stopped == {'stopped_at_step': 7}
   assert Checkpoints(str(tmp_path / 'resumed'), max_to_keep=2).latest.latest_step() == 7
-  resumed = run(config, tmp_path / 'resumed')
+  resumed = run_listops(config, tmp_path / 'resumed')
   assert resumed['steps_this_run'] == 13
   jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 20),
                final_params(tmp_path / 'resumed', 20))
   assert resumed['test'] == straight['test'] and resumed['best_step'] == straight['best_step']
 
 
-def test_resume_refuses_another_vocabulary_or_model(tiny_data_dir, tmp_path):
-  config = tiny_config(tiny_data_dir, num_train_steps=4)
-  run(config, tmp_path, should_stop=lambda step: step == 2)
-  with open(tmp_path / 'artifacts.json') as f:
-    assert json.load(f)['vocab'][:3] == ['<pad>', '0', '1']
-  task = train.create_task(config, str(tmp_path))
-  shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
-  with pytest.raises(ValueError, match='different vocabulary'):
-    trainer.train_and_evaluate(config, str(tmp_path), trainer.Task(**vars(task) | {'artifacts': shuffled}))
-  config.model.pos_encoding = 'legendre'
-  with pytest.raises(ValueError, match=r"model.pos_encoding \('sinusoidal' -> 'legendre'\)"):
-    run(config, tmp_path)
-  config.model.pos_encoding = 'sinusoidal'
-  assert run(config, tmp_path)['steps_this_run'] == 2
-
-
-def start_worker(data_dir, workdir, steps, *, devices=1, output=None) -> subprocess.Popen:
-  env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
-  command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
-  return subprocess.Popen(command + ([str(output)] if output else []), env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
-
-
-def worker_results(process: subprocess.Popen) -> dict:
-  stdout, stderr = process.communicate(timeout=300)
-  assert process.returncode == 0, stderr[-3000:]
-  return json.loads(stdout.strip().splitlines()[-1])
-
-
 def test_four_devices_match_one(tiny_data_dir, tmp_path):
   outputs = {}
   for devices in (1, 4):
     npz = tmp_path / f'params_{devices}.npz'
-    report = worker_results(start_worker(tiny_data_dir, tmp_path / f'work_{devices}', 6, devices=devices, output=npz))
+    report = worker_results(start_worker(tiny_data_dir, tmp_path / f'work_{devices}', 6, '--out', str(npz),
+                                         devices=devices))
     assert report['devices'] == devices
     outputs[devices] = report, np.load(npz)
   (one, one_params), (four, four_params) = outputs[1], outputs[4]
@@ -116,50 +78,6 @@ def test_four_devices_match_one(tiny_data_dir, tmp_path):
     # They cannot change the output, so they are left out.
     if "['key']['bias']" not in name:
       np.testing.assert_allclose(four_params[name], one_params[name], atol=2e-5, err_msg=name)
-
-
-def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_path):
-  process = start_worker(tiny_data_dir, tmp_path, 100_000)
-  deadline = time.monotonic() + 120
-  while not (tmp_path / 'checkpoints' / '10').exists():
-    assert process.poll() is None and time.monotonic() < deadline, 'no first checkpoint'
-    time.sleep(0.2)
-  process.send_signal(signal.SIGTERM)
-  stopped = worker_results(process)['stopped_at_step']
-  assert 10 <= stopped < 100_000
-  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
-  assert checkpoints.latest.latest_step() == stopped
-  config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
-  assert run(config, tmp_path)['steps_this_run'] == 3
-
-
-@pytest.mark.parametrize('edit,message', [
-    (lambda c: c.model.update(pos_encoding='fourier'), r"model.pos_encoding='fourier' is not a known encoding"),
-    (lambda c: c.model.update(pooling='max'), r"model.pooling='max' is not one of \['cls', 'mean'\]"),
-    (lambda c: c.model.update(num_heads=3), 'model.qkv_dim=32 is not divisible by model.num_heads=3'),
-    (lambda c: c.model.update(pos_encoding='rope', num_heads=32), 'even head dimension'),
-    (lambda c: c.training.update(num_train_steps=0), 'training.num_train_steps must be positive'),
-    (lambda c: c.optimizer.update(schedule='linear'), r"optimizer.schedule='linear' is not one of"),
-    (lambda c: c.data.update(on_invalid='ignore'), r"data.on_invalid='ignore' is not one of"),
-    (lambda c: c.model.pos_encoding_options.chebyshev.update(max_len=10),
-     'chebyshev.max_len is set but'),
-    (lambda c: c.model.update(pos_encoding='chebyshev') or c.model.pos_encoding_options.chebyshev.update(max_len=10),
-     'chebyshev.max_len=10 is shorter than'),
-])
-def test_invalid_configs_fail_before_training(tiny_data_dir, tmp_path, edit, message):
-  config = tiny_config(tiny_data_dir)
-  edit(config)
-  with pytest.raises(ValueError, match=message):
-    train.create_task(config, str(tmp_path))
-  assert not os.path.exists(tmp_path / 'checkpoints')
-
-
-def test_unknown_config_key_is_rejected(tiny_data_dir, tmp_path):
-  config = tiny_config(tiny_data_dir)
-  with config.unlocked():
-    config.training.warmup = 100
-  with pytest.raises(ValueError, match=r'training.warmup is not a config key the code reads'):
-    train.create_task(config, str(tmp_path))
 
 
 def test_lra_standard_config_validates_and_runs_a_forward_pass():

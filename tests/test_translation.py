@@ -117,23 +117,6 @@ def test_tokenizer_round_trip_and_reuse(toy_corpus, tmp_path):
   assert not separate.joint and separate.source.encode('Hund') != separate.target.encode('Hund')
 
 
-def test_mismatched_line_counts_name_both_files(tmp_path):
-  (tmp_path / 'train.en').write_text('a\nb\nc\n')
-  with gzip.open(tmp_path / 'train.de.gz', 'wt') as f:
-    f.write('x\ny\n')
-  with pytest.raises(DataError, match=r'3 lines in .*train\.en but 2 lines in .*train\.de\.gz'):
-    input_pipeline.read_split(str(tmp_path), 'train', 'en', 'de')
-  with pytest.raises(FileNotFoundError, match=r"no fr file for split 'train'"):
-    input_pipeline.read_split(str(tmp_path), 'train', 'en', 'fr')
-
-
-def test_invalid_utf8_is_located(tmp_path):
-  (tmp_path / 'val.en').write_bytes(b'fine\nbad \xff byte\n')
-  (tmp_path / 'val.de').write_text('gut\nschlecht\n')
-  with pytest.raises(DataError, match=r'val\.en:2: invalid UTF-8 at byte 4'):
-    input_pipeline.read_split(str(tmp_path), 'val', 'en', 'de')
-
-
 def test_training_filters_and_evaluation_keeps_every_pair(toy_corpus, tmp_path):
   text = input_pipeline.ParallelText(['one two', '', 'one ' * 20, 'red dog'], ['eins zwei', 'leer', 'eins ' * 20, ''],
                                      'src', 'tgt')

@@ -1,12 +1,13 @@
-"""Trains the tiny config in a process of its own, for tests that need one.
+"""Trains the tiny ListOps config in a process of its own, for tests that signal or kill it.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS [OUT.npz]
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS \
+        [--out OUT.npz] [--checkpoint_every N] [--dropout RATE]
 
-Prints the results (without the config) as one JSON line; with OUT.npz also saves the
+Prints the results (without the config) as one JSON line; with --out also saves the
 final parameters.
 """
+import argparse
 import json
-import sys
 
 import jax
 import numpy as np
@@ -16,15 +17,25 @@ from lra_posenc.listops import train
 from lra_posenc.training import trainer
 
 
-def main(data_dir: str, workdir: str, steps: str, output: str | None = None) -> None:
-  config = tiny_config(data_dir, num_train_steps=int(steps), log_every_steps=1)
-  results = trainer.train_and_evaluate(config, workdir, train.create_task(config, workdir))
-  if output:
-    leaves = jax.tree_util.tree_leaves_with_path(final_params(workdir, int(steps)))
-    np.savez(output, **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves})
+def main() -> None:
+  parser = argparse.ArgumentParser()
+  parser.add_argument('data_dir')
+  parser.add_argument('workdir')
+  parser.add_argument('steps', type=int)
+  parser.add_argument('--out')
+  parser.add_argument('--checkpoint_every', type=int, default=10)
+  parser.add_argument('--dropout', type=float, default=0.0)
+  args = parser.parse_args()
+  config = tiny_config(args.data_dir, num_train_steps=args.steps, log_every_steps=1)
+  config.checkpoint.every_steps = args.checkpoint_every
+  config.model.update(dropout_rate=args.dropout, attention_dropout_rate=args.dropout)
+  results = trainer.train_and_evaluate(config, args.workdir, train.create_task(config, args.workdir))
+  if args.out:
+    leaves = jax.tree_util.tree_leaves_with_path(final_params(args.workdir, args.steps))
+    np.savez(args.out, **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves})
   results.pop('config', None)
   print(json.dumps(results | {'devices': jax.device_count()}))
 
 
 if __name__ == '__main__':
-  main(*sys.argv[1:])
+  main()

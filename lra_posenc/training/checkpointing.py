@@ -15,8 +15,10 @@ ITEMS = ('state', 'meta')
 class Checkpoints:
 
   def __init__(self, workdir: str, *, max_to_keep: int):
+    self.workdir = os.path.abspath(workdir)
+
     def manager(subdir: str, keep: int) -> ocp.CheckpointManager:
-      return ocp.CheckpointManager(os.path.join(os.path.abspath(workdir), subdir), item_names=ITEMS,
+      return ocp.CheckpointManager(os.path.join(self.workdir, subdir), item_names=ITEMS,
                                    options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
 
     self.latest = manager('checkpoints', max_to_keep)
@@ -34,6 +36,23 @@ class Checkpoints:
     restored = manager.restore(
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(template), meta=ocp.args.JsonRestore()))
     return restored['state'], restored['meta']
+
+  @staticmethod
+  def restore_meta(manager: ocp.CheckpointManager, step: int) -> dict:
+    """Only the JSON record saved at `step`: cheap, and readable whatever the state's structure."""
+    return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))['meta']
+
+  def set_aside(self, step: int) -> str:
+    """Moves an unreadable latest-checkpoint out of the manager's sight (never deleting it); returns where."""
+    target = os.path.join(self.workdir, 'checkpoints.unreadable', str(step))
+    suffix = 0
+    while os.path.exists(target + (f'.{suffix}' if suffix else '')):
+      suffix += 1
+    target += f'.{suffix}' if suffix else ''
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.replace(os.path.join(self.workdir, 'checkpoints', str(step)), target)
+    self.latest.reload()
+    return target
 
   def wait(self) -> None:
     self.latest.wait_until_finished()

@@ -31,6 +31,7 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
     if flags.FLAGS.distributed:
       jax.distributed.initialize()
     logging.info('devices: %s', jax.devices())
+    trainer.prepare_workdir(workdir)
     results = trainer.train_and_evaluate(config, workdir, create_task(config, workdir))
     print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
 

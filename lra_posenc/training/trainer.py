@@ -6,6 +6,7 @@ everything else (devices, PRNG, optimizer, checkpointing, logging, results) is h
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -85,8 +86,12 @@ def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str]
 
 
 def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, *, task: Task
-               ) -> tuple[train_state.TrainState, Metrics]:
-  """One optimizer step on the global batch, split across the `AXIS` devices."""
+               ) -> tuple[train_state.TrainState, Metrics, jax.Array]:
+  """One optimizer step on the global batch, split across the `AXIS` devices.
+
+  Returns the new state, the metric sums and whether loss and gradients were finite; a
+  non-finite step leaves the state as it was (the host loop then stops the run).
+  """
   rng = jax.random.fold_in(jax.random.fold_in(rng, state.step), jax.lax.axis_index(AXIS))
   global_count = jax.lax.psum(batch['weight'].sum(), AXIS)
 
@@ -94,9 +99,10 @@ def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, *, t
     metrics = task.metrics(params, batch, rng)
     return metrics['loss'] / global_count, metrics
 
-  grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
-  state = state.apply_gradients(grads=jax.lax.psum(grads, AXIS))
-  return state, jax.lax.psum(metrics, AXIS)
+  grads, metrics = jax.lax.psum(jax.grad(loss_fn, has_aux=True)(state.params), AXIS)
+  finite = jnp.isfinite(metrics['loss']) & jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
+  updated = state.apply_gradients(grads=grads)
+  return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state), metrics, finite
 
 
 def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
@@ -119,6 +125,27 @@ def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch]) ->
   return summarize([flax.jax_utils.unreplicate(p_eval_step(params, shard(b))) for b in batches])
 
 
+def prepare_workdir(workdir: str) -> None:
+  """Creates `workdir` and writes to it, so an unusable one fails now, naming itself, not hours later."""
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    probe = os.path.join(workdir, f'.write_probe_{os.getpid()}')
+    with open(probe, 'w') as f:
+      f.write('ok')
+    os.remove(probe)
+  except OSError as error:
+    raise OSError(f'workdir {workdir!r} is not writable: {error}') from None
+
+
+def check_free_space(workdir: str, state: train_state.TrainState, max_to_keep: int) -> None:
+  """Fails unless the disk holds the kept checkpoints, the best one and one being written."""
+  needed = (max_to_keep + 2) * sum(np.asarray(x).nbytes for x in jax.tree.leaves(state))
+  free = shutil.disk_usage(workdir).free
+  if free < needed:
+    raise OSError(f'workdir {workdir!r} has {free / 2**20:.1f} MiB free, but {max_to_keep} latest checkpoints, '
+                  f'the best one and one being written need about {needed / 2**20:.1f} MiB')
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Task,
                        should_stop: Callable[[int], bool] | None = None) -> dict[str, Any]:
   """Trains, or resumes training in `workdir`, then scores the best checkpoint on the test split.
@@ -127,13 +154,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   re-running the same call resumes. Returns the results also written to results.json.
   """
   check_config(config, task.config_sections)
-  os.makedirs(workdir, exist_ok=True)
+  prepare_workdir(workdir)
   num_steps = config.training.num_train_steps
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   tx = optim.create_optimizer(config.optimizer, num_steps)
   learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
   state = train_state.TrainState.create(apply_fn=None, params=jax.jit(task.init_params)(init_rng), tx=tx)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
+  check_free_space(workdir, state, config.checkpoint.max_to_keep)
 
   checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
   meta = {'step': 0, 'data_position': 0, 'rng': np.asarray(dropout_rng).tolist(), 'best': None,
@@ -156,7 +184,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     host_state = jax.device_get(flax.jax_utils.unreplicate(replicated))
     return host_state, meta | {'step': step, 'data_position': meta['data_position'] + step - meta['step']}
 
+  unchecked_steps: list[jax.Array] = []  # Per-step finiteness flags not yet read on the host.
+
+  def ensure_finite() -> None:
+    """Stops the run at the first non-finite step, before anything is logged or saved after it."""
+    flags = np.asarray(jax.device_get(unchecked_steps), bool)
+    first = step - len(flags) + 1
+    unchecked_steps.clear()
+    if not flags.all():
+      checkpoints.wait()
+      latest = checkpoints.latest.latest_step()
+      checkpoints.close()
+      writer.close()
+      raise FloatingPointError(
+          f'non-finite loss or gradients at step {first + int(np.argmin(flags))}; stopped at step {step} without '
+          f'saving; the latest checkpoint (step {latest}) and the best one are kept. Lower optimizer.learning_rate, '
+          'set optimizer.grad_clip_norm or check the data, then re-run to resume from the latest checkpoint')
+
   def validate() -> None:
+    ensure_finite()
     scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'))
     writer.write(step, scores, prefix='validation')
     score = scores[task.selection_metric]
@@ -167,6 +213,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
       meta['best'] = record['best']
 
   def save_latest() -> None:
+    ensure_finite()
     host_state, record = snapshot()
     Checkpoints.save(checkpoints.latest, step, host_state, record)
 
@@ -177,10 +224,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   run_start, run_first_step = window_start, step
   with sigterm:
     while step < num_steps:
-      replicated, metrics = p_train_step(replicated, next(batches), rng)
+      replicated, metrics, finite = p_train_step(replicated, next(batches), rng)
       window.append(flax.jax_utils.unreplicate(metrics))
+      unchecked_steps.append(finite[0])
       step += 1
       if step % config.training.log_every_steps == 0 or step == num_steps:
+        ensure_finite()
         scores = summarize(window)
         elapsed = time.perf_counter() - window_start
         steps_per_second = (step - window_step) / elapsed
@@ -216,8 +265,40 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
 
 def _resume(checkpoints: Checkpoints, template: train_state.TrainState, meta: dict
             ) -> tuple[train_state.TrainState, dict]:
-  step = checkpoints.latest.latest_step()
-  state, saved = Checkpoints.restore(checkpoints.latest, step, template)
+  """Restores the newest readable checkpoint, refusing one made for another model or task artifacts.
+
+  Unreadable newer checkpoints (damaged files, a write cut short) are set aside with a
+  warning, never deleted; an incompatible one is an error, not a reason to fall back.
+  """
+  unreadable = []
+  for step in sorted(checkpoints.latest.all_steps(), reverse=True):
+    try:
+      saved = Checkpoints.restore_meta(checkpoints.latest, step)
+    except Exception as error:  # Orbax raises many types for damaged files.
+      _warn_unreadable(step, error)
+      unreadable.append(step)
+      continue
+    _check_compatible(step, saved, meta)
+    try:
+      state, saved = Checkpoints.restore(checkpoints.latest, step, template)
+    except Exception as error:  # As above; the structure matched, as the model config did.
+      _warn_unreadable(step, error)
+      unreadable.append(step)
+      continue
+    for bad_step in unreadable:
+      logging.warning('moved the unreadable checkpoint of step %d to %s', bad_step, checkpoints.set_aside(bad_step))
+    logging.info('resumed from step %d (data position %d)', step, saved['data_position'])
+    return state, saved
+  raise ValueError(f'no checkpoint in {checkpoints.latest.directory} can be restored (steps {unreadable}); move '
+                   'the directory away to start afresh')
+
+
+def _warn_unreadable(step: int, error: Exception) -> None:
+  logging.warning('checkpoint at step %d cannot be restored (%s: %s); trying the one before', step,
+                  type(error).__name__, str(error)[:300])
+
+
+def _check_compatible(step: int, saved: dict, meta: dict) -> None:
   if saved['artifacts'] != meta['artifacts']:
     raise ValueError(f'checkpoint at step {step} was trained with different task artifacts '
                      f'({sorted(saved["artifacts"])}); refusing to resume with a different vocabulary')
@@ -227,8 +308,6 @@ def _resume(checkpoints: Checkpoints, template: train_state.TrainState, meta: di
     raise ValueError(f'checkpoint at step {step} has a different model config; differing keys: '
                      + ', '.join(f'model.{k} ({saved["model"].get(k)!r} -> {meta["model"].get(k)!r})'
                                  for k in differing))
-  logging.info('resumed from step %d (data position %d)', step, saved['data_position'])
-  return state, saved
 
 
 def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eval_step: Callable,

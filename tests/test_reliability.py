@@ -1,0 +1,322 @@
+"""Faults, bad input and bad configs: each is survived or reported, never silently wrong.
+
+Faults are real: processes are killed with SIGKILL and SIGTERM, checkpoint files are
+damaged on disk, a NaN is injected into the loss.
+"""
+import gzip
+import json
+import os
+import random
+import signal
+import time
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import final_params, run_listops, start_worker, tiny_config, worker_results
+from lra_posenc.data.files import DataError
+from lra_posenc.listops import input_pipeline, train
+from lra_posenc.training import trainer
+from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.translation import input_pipeline as translation_input
+
+
+def wait_for(path, process, seconds: float = 120) -> None:
+  deadline = time.monotonic() + seconds
+  while not path.exists():
+    assert process.poll() is None and time.monotonic() < deadline, f'{path} never appeared'
+    time.sleep(0.05)
+
+
+# Faults.
+
+def test_sigkill_then_rerun_matches_an_uninterrupted_run(tiny_data_dir, tmp_path):
+  options = ('--checkpoint_every', '4', '--dropout', '0.1')  # Dropout on: PRNG state must come back too.
+  straight = worker_results(start_worker(tiny_data_dir, tmp_path / 'straight', 120, *options,
+                                         '--out', str(tmp_path / 'straight.npz')))
+  kill_after = random.Random().choice([20, 40, 60])  # Any checkpoint: the run must not care which.
+  process = start_worker(tiny_data_dir, tmp_path / 'killed', 120, *options)
+  wait_for(tmp_path / 'killed' / 'checkpoints' / str(kill_after), process)
+  time.sleep(random.Random().uniform(0.0, 0.2))  # Land anywhere, between checkpoints or inside a save.
+  process.send_signal(signal.SIGKILL)
+  process.communicate()
+  assert process.returncode == -signal.SIGKILL
+  assert Checkpoints(str(tmp_path / 'killed'), max_to_keep=2).latest.latest_step() < 120
+  rerun = worker_results(start_worker(tiny_data_dir, tmp_path / 'killed', 120, *options,
+                                      '--out', str(tmp_path / 'killed.npz')))
+  assert 0 < rerun['steps_this_run'] < 120
+  expected, got = np.load(tmp_path / 'straight.npz'), np.load(tmp_path / 'killed.npz')
+  for name in expected.files:
+    np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+  assert rerun['test'] == straight['test'] and rerun['best_step'] == straight['best_step']
+
+
+def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_path):
+  process = start_worker(tiny_data_dir, tmp_path, 100_000)
+  wait_for(tmp_path / 'checkpoints' / '10', process)
+  process.send_signal(signal.SIGTERM)
+  stopped = worker_results(process)['stopped_at_step']
+  assert 10 <= stopped < 100_000
+  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
+  assert checkpoints.latest.latest_step() == stopped
+  config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
+  assert run_listops(config, tmp_path)['steps_this_run'] == 3
+
+
+def damage_files(step_dir) -> None:
+  """Overwrites every array file of a checkpoint with garbage of the same size."""
+  for root, _, files in os.walk(step_dir / 'state'):
+    for name in files:
+      path = os.path.join(root, name)
+      size = os.path.getsize(path)
+      with open(path, 'wb') as f:
+        f.write(b'\x00garbage' * (size // 8 + 1))
+
+
+def checkpoint_every_5(data_dir):
+  config = tiny_config(data_dir, num_train_steps=15)
+  config.checkpoint.every_steps = 5
+  return config
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tiny_data_dir, tmp_path_factory):
+  """An uninterrupted run of `checkpoint_every_5`: its workdir and results."""
+  workdir = tmp_path_factory.mktemp('uninterrupted')
+  return workdir, run_listops(checkpoint_every_5(tiny_data_dir), workdir)
+
+
+@pytest.mark.parametrize('damage', ['corrupt files', 'half written'])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir, uninterrupted, tmp_path, caplog,
+                                                                  damage):
+  config = checkpoint_every_5(tiny_data_dir)
+  straight_workdir, straight = uninterrupted
+  workdir = tmp_path / 'damaged'
+  assert run_listops(config, workdir, should_stop=lambda step: step == 10) == {'stopped_at_step': 10}
+  newest = workdir / 'checkpoints' / '10'
+  if damage == 'corrupt files':
+    damage_files(newest)
+  else:  # As Orbax leaves a write cut short: no commit marker, under a temporary name.
+    (newest / 'commit_success.txt').unlink()
+    newest.rename(workdir / 'checkpoints' / '10.orbax-checkpoint-tmp-1234')
+  caplog.set_level('WARNING')
+  resumed = run_listops(config, workdir)
+  assert resumed['steps_this_run'] == 10  # From step 5.
+  jax.tree.map(np.testing.assert_array_equal, final_params(straight_workdir, 15), final_params(workdir, 15))
+  assert resumed['test'] == straight['test']
+  if damage == 'corrupt files':
+    assert 'checkpoint at step 10 cannot be restored' in caplog.text
+    kept = workdir / 'checkpoints.unreadable' / '10'
+    assert f'moved the unreadable checkpoint of step 10 to {kept}' in caplog.text
+    assert (kept / 'state').is_dir()  # Set aside, not deleted.
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=30)
+  config.checkpoint.every_steps = 5
+  task = train.create_task(config, str(tmp_path))
+
+  def poisoned_batches(start):  # Global batch 12 (step 13) makes the loss NaN.
+    for index, batch in enumerate(task.train_batches(start), start):
+      yield batch | {'poison': np.full(len(batch['weight']), float(index == 12), np.float32)}
+
+  def poisoned_metrics(params, batch, rng):
+    metrics = task.metrics(params, batch, rng)
+    poison = batch['poison'].sum() if 'poison' in batch else 0.0
+    return metrics | {'loss': metrics['loss'] + jnp.where(poison > 0, jnp.nan, 0.0)}
+
+  poisoned = trainer.Task(**vars(task) | {'train_batches': poisoned_batches, 'metrics': poisoned_metrics})
+  with pytest.raises(FloatingPointError, match=r'non-finite loss or gradients at step 13; stopped at step 15 '
+                                               r'without saving; the latest checkpoint \(step 10\)'):
+    trainer.train_and_evaluate(config, str(tmp_path), poisoned)
+  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
+  assert checkpoints.latest.all_steps() == [5, 10] and checkpoints.best.latest_step() == 10
+  _, record = Checkpoints.restore(checkpoints.best, 10)
+  assert np.isfinite(record['best']['score'])
+  state, _ = Checkpoints.restore(checkpoints.latest, 10)
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(state['params']))
+
+
+def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('not a directory')
+  config = tiny_config(tiny_data_dir)
+  with pytest.raises(OSError, match=f"workdir '{blocker}/run' is not writable"):
+    trainer.prepare_workdir(str(blocker / 'run'))
+  with pytest.raises(OSError, match='is not writable'):
+    trainer.train_and_evaluate(config, str(blocker / 'run'), train.create_task(config, str(tmp_path / 'ok')))
+
+
+def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
+  config = tiny_config(tiny_data_dir)
+  task = train.create_task(config, str(tmp_path))
+  monkeypatch.setattr(trainer.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
+  with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one and one being '
+                                    r'written need about'):
+    trainer.train_and_evaluate(config, str(tmp_path), task)
+  assert not (tmp_path / 'checkpoints').exists() or not os.listdir(tmp_path / 'checkpoints')
+
+
+def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  run_listops(config, tmp_path, should_stop=lambda step: step == 2)
+  with open(tmp_path / 'artifacts.json') as f:
+    assert json.load(f)['vocab'][:3] == ['<pad>', '0', '1']
+  task = train.create_task(config, str(tmp_path))
+  shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
+  with pytest.raises(ValueError, match='different vocabulary'):
+    trainer.train_and_evaluate(config, str(tmp_path), trainer.Task(**vars(task) | {'artifacts': shuffled}))
+  config.model.update(pos_encoding='legendre', num_layers=2)
+  with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(1 -> 2\), "
+                                       r"model.pos_encoding \('sinusoidal' -> 'legendre'\)"):
+    run_listops(config, tmp_path)
+  config.model.update(pos_encoding='sinusoidal', num_layers=1)
+  config.training.num_train_steps = 6  # Training hyper-parameters may change.
+  assert run_listops(config, tmp_path)['steps_this_run'] == 4
+
+
+# Bad input.
+
+BAD_ROWS = {
+    '( [MAX 2 ] )\t9\textra': 'wrong column count',
+    '( [MAX 2 ] )\tnine': 'label not an integer',
+    '( [MAX 2 ] )\t10': 'label out of range',
+    '( [MAX 2 ] )\t-1': 'label out of range',
+    '( [MAXX 2 ] )\t2': 'unknown token',
+    '[MAX 1 2 3 4 5 6 7 8 9 ]\t9': 'too long',
+    '( )\t1': 'empty expression',
+}
+
+
+@pytest.mark.parametrize('row,reason', BAD_ROWS.items())
+def test_bad_rows_name_file_and_line(tmp_path, row, reason):
+  path = tmp_path / 'basic_train.tsv'
+  path.write_text(f'Source\tTarget\n[MAX 1 ]\t1\n{row}\n')
+  with pytest.raises(DataError, match=f'{path}:3: {reason}'):
+    input_pipeline.read_split(str(path), max_length=8, num_classes=10)
+  dataset, report = input_pipeline.read_split(str(path), max_length=8, num_classes=10, on_invalid='skip')
+  assert dataset.size == 1 and report.skipped == {reason: 1}
+
+
+@pytest.mark.parametrize('content,message', [
+    (b'', ':1: empty file'), (b'Input\tLabel\n', ':1: expected the header'),
+    (b'Source\tTarget\n', ':1: no examples'), (b'Source\tTarget\n[MAX 1 ]\t1\n[MAX \xff ]\t1\n', ':3: invalid UTF-8'),
+])
+def test_bad_files_are_located(tmp_path, content, message):
+  path = tmp_path / 'basic_val.tsv'
+  path.write_bytes(content)
+  with pytest.raises(DataError, match=f'{path}{message}'):
+    input_pipeline.read_split(str(path), max_length=8, num_classes=10)
+
+
+def test_missing_file_is_named(tmp_path):
+  with pytest.raises(FileNotFoundError, match='basic_train.tsv'):
+    input_pipeline.read_splits(str(tmp_path), max_length=8, num_classes=10, on_invalid='raise')
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list('()[]MAXINEDS0123456789\t -x')), max_size=30))
+def test_random_rows_are_read_or_rejected_with_location(tmp_path_factory, row):
+  path = tmp_path_factory.mktemp('fuzz') / 'basic_train.tsv'
+  path.write_text(f'Source\tTarget\n{row}\n[MAX 1 ]\t1\n')
+  try:
+    dataset, _ = input_pipeline.read_split(str(path), max_length=16, num_classes=10)
+  except DataError as error:
+    assert str(error).startswith(f'{path}:2: ')
+    return
+  assert dataset.size in (1, 2)
+  assert ((dataset.arrays['targets'] >= 0) & (dataset.arrays['targets'] < 10)).all()
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+  (tmp_path / 'train.en').write_text('a\nb\nc\n')
+  with gzip.open(tmp_path / 'train.de.gz', 'wt') as f:
+    f.write('x\ny\n')
+  with pytest.raises(DataError, match=r'3 lines in .*train\.en but 2 lines in .*train\.de\.gz'):
+    translation_input.read_split(str(tmp_path), 'train', 'en', 'de')
+  with pytest.raises(FileNotFoundError, match=r"no fr file for split 'train'"):
+    translation_input.read_split(str(tmp_path), 'train', 'en', 'fr')
+
+
+def test_invalid_utf8_is_located(tmp_path):
+  (tmp_path / 'val.en').write_bytes(b'fine\nbad \xff byte\n')
+  (tmp_path / 'val.de').write_text('gut\nschlecht\n')
+  with pytest.raises(DataError, match=r'val\.en:2: invalid UTF-8 at byte 4'):
+    translation_input.read_split(str(tmp_path), 'val', 'en', 'de')
+
+@pytest.mark.parametrize('split', ['train', 'val'])
+def test_missing_translation_files_and_directories_are_named(tmp_path, split):
+  with pytest.raises(FileNotFoundError, match=f"no en file for split '{split}': tried .*{split}.en.gz"):
+    translation_input.read_split(str(tmp_path / 'absent'), split, 'en', 'de')
+
+
+def test_empty_parallel_files_are_rejected(tmp_path):
+  (tmp_path / 'train.en').write_text('')
+  (tmp_path / 'train.de').write_text('')
+  with pytest.raises(DataError, match=r'train\.en:0: empty file'):
+    translation_input.read_split(str(tmp_path), 'train', 'en', 'de')
+
+
+def test_corrupt_gzip_is_named(tmp_path):
+  (tmp_path / 'train.en.gz').write_bytes(gzip.compress(b'a\nb\n')[:-12])
+  (tmp_path / 'train.de').write_text('x\ny\n')
+  with pytest.raises(DataError, match=r'train\.en\.gz:0: corrupt gzip file'):
+    translation_input.read_split(str(tmp_path), 'train', 'en', 'de')
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=12).filter(lambda b: b'\n' not in b and b'\r' not in b), min_size=1, max_size=5),
+       st.integers(0, 2))
+def test_random_parallel_bytes_are_read_aligned_or_rejected_with_location(tmp_path_factory, lines, extra_lines):
+  directory = tmp_path_factory.mktemp('parallel')
+  (directory / 'train.en').write_bytes(b''.join(line + b'\n' for line in lines))
+  (directory / 'train.de').write_bytes(b''.join(line[::-1] + b'\n' for line in lines) + b'x\n' * extra_lines)
+  try:
+    text = translation_input.read_split(str(directory), 'train', 'en', 'de')
+  except DataError as error:
+    assert str(error).startswith(str(directory / 'train.'))
+    assert extra_lines or 'invalid UTF-8' in str(error)
+    return
+  assert not extra_lines and text.sources == [line.decode('utf-8') for line in lines]
+
+
+# Bad configs: rejected before any compilation, naming the key.
+
+@pytest.mark.parametrize('edit,message', [
+    (lambda c: c.model.update(pos_encoding='fourier'), r"model.pos_encoding='fourier' is not a known encoding"),
+    (lambda c: c.model.update(pooling='max'), r"model.pooling='max' is not one of \['cls', 'mean'\]"),
+    (lambda c: c.model.update(num_heads=3), 'model.qkv_dim=32 is not divisible by model.num_heads=3'),
+    (lambda c: c.model.update(pos_encoding='rope', num_heads=32), 'even head dimension'),
+    (lambda c: c.training.update(num_train_steps=0), 'training.num_train_steps must be positive'),
+    (lambda c: c.training.update(num_train_steps=-5), r'training.num_train_steps must be positive, got -5'),
+    (lambda c: c.training.update(batch_size=15), r'training.batch_size=15 is not divisible by the 4 devices'),
+    (lambda c: c.evaluation.update(every_steps=0), 'evaluation.every_steps must be positive'),
+    (lambda c: c.optimizer.update(schedule='linear'), r"optimizer.schedule='linear' is not one of"),
+    (lambda c: c.data.update(on_invalid='ignore'), r"data.on_invalid='ignore' is not one of"),
+    (lambda c: c.model.pos_encoding_options.chebyshev.update(max_len=10),
+     'chebyshev.max_len is set but'),
+    (lambda c: c.model.update(pos_encoding='chebyshev') or c.model.pos_encoding_options.chebyshev.update(max_len=10),
+     'chebyshev.max_len=10 is shorter than'),
+])
+def test_invalid_configs_fail_before_training(tiny_data_dir, tmp_path, monkeypatch, edit, message):
+  monkeypatch.setattr(jax, 'device_count', lambda: 4)  # As with four devices.
+  config = tiny_config(tiny_data_dir)
+  edit(config)
+  with pytest.raises(ValueError, match=message):
+    train.create_task(config, str(tmp_path))
+  assert not os.path.exists(tmp_path / 'checkpoints')
+
+
+def test_unknown_config_key_is_rejected(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir)
+  with config.unlocked():
+    config.training.warmup = 100
+  with pytest.raises(ValueError, match=r'training.warmup is not a config key the code reads'):
+    train.create_task(config, str(tmp_path))
+
+
