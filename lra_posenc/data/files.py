@@ -2,8 +2,6 @@
 import gzip
 import os
 
-GZIP_MAGIC = b'\x1f\x8b'
-
 
 class DataError(ValueError):
   """A problem in an input file, located by path and line."""
@@ -21,12 +19,10 @@ def decode_line(path: str, line_number: int, raw: bytes) -> str:
 
 
 def read_lines(path: str) -> list[str]:
-  """Every line of a plain or gzip-compressed (detected by content) UTF-8 text file."""
+  """Every line of a UTF-8 text file, gzip-compressed where its name ends in .gz."""
   if not os.path.isfile(path):
     raise FileNotFoundError(f'{path}: no such file')
-  with open(path, 'rb') as f:
-    compressed = f.read(2) == GZIP_MAGIC
-  opener = gzip.open if compressed else open
+  opener = gzip.open if path.endswith('.gz') else open
   try:
     with opener(path, 'rb') as f:
       return [decode_line(path, number, raw) for number, raw in enumerate(f, start=1)]

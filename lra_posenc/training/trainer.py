@@ -54,7 +54,8 @@ class Task:
     baselines: reference scores reported beside the results (majority-class accuracy).
     test_splits: the splits the best checkpoint is scored on; the first is the headline
       'test' result, all of them are under 'test_sets'.
-    score_test: (best params, split) -> further test scores (BLEU of decoded output), or None.
+    score_test: (best params, replicated over local devices; split) -> further test scores
+      (BLEU of decoded output), or None.
     config_sections: top-level config sections the task reads beyond the trainer's.
   """
   init_params: Callable[[jax.Array], Params]
@@ -139,7 +140,7 @@ def prepare_workdir(workdir: str) -> None:
 
 def check_free_space(workdir: str, state: train_state.TrainState, max_to_keep: int) -> None:
   """Fails unless the disk holds the kept checkpoints, the best one and one being written."""
-  needed = (max_to_keep + 2) * sum(np.asarray(x).nbytes for x in jax.tree.leaves(state))
+  needed = (max_to_keep + 2) * sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(state))
   free = shutil.disk_usage(workdir).free
   if free < needed:
     raise OSError(f'workdir {workdir!r} has {free / 2**20:.1f} MiB free, but {max_to_keep} latest checkpoints, '
@@ -319,7 +320,7 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
   for split in task.test_splits:
     test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split))
     if task.score_test:
-      test_sets[split] |= task.score_test(state.params, split)
+      test_sets[split] |= task.score_test(replicated_params, split)
   return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test_sets[task.test_splits[0]],
           'test_sets': test_sets}
 

@@ -86,7 +86,7 @@ def read_tfds_split(name: str, split: str, source_lang: str, target_lang: str, d
 
 
 def _text(value: str | bytes, location: str, index: int) -> str:
-  return decode_line(location, index, value).strip('\n') if isinstance(value, bytes) else value
+  return decode_line(location, index, value) if isinstance(value, bytes) else value
 
 
 def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: str,

@@ -12,7 +12,6 @@ import functools
 import os
 from collections.abc import Iterator, Sequence
 
-import flax
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -138,8 +137,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   translator = create_translator(config, tokenizers)
   output_dir = os.path.join(workdir, 'translations')
 
-  def score_test(params, split: str) -> dict:
-    outputs = translator.translate_ids(flax.jax_utils.replicate(params), datasets[split].arrays['inputs'])
+  def score_test(replicated_params, split: str) -> dict:
+    outputs = translator.translate_ids(replicated_params, datasets[split].arrays['inputs'])
     hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
     if jax.process_index() == 0:
       os.makedirs(output_dir, exist_ok=True)
