@@ -261,6 +261,17 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
   assert translate.translate_sentences(str(workdir), ['red dog'], beam_size=1) == ['rot Hund']
 
 
+def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
+  sys.path.insert(0, SCRIPTS_DIR)
+  import length_generalisation
+  workdir, results = trained_toy
+  whole = length_generalisation.translation_scores(str(workdir), [1, 1000])
+  assert list(whole) == ['1-999', '1000+'][:len(whole)]
+  assert whole['1-999'] == {'score': pytest.approx(results['test']['bleu']), 'examples': 64}
+  buckets = length_generalisation.translation_scores(str(workdir), [1, 4, 6])
+  assert sum(b['examples'] for b in buckets.values()) == 64 and len(buckets) >= 2
+
+
 def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
   config = toy_config(toy_corpus, num_train_steps=12)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
@@ -347,3 +358,11 @@ def test_tfds_translation_dataset_by_name(tmp_path):
     assert text.source_path == 'tfds:ted_hrlr_translate/pt_to_en[train]'
     with pytest.raises(DataError, match=r"tfds:ted_hrlr_translate/pt_to_en\[train\]:0: no 'de' field"):
       input_pipeline.read_tfds_split('ted_hrlr_translate/pt_to_en', 'train', 'pt', 'de', None)
+
+
+@pytest.mark.parametrize('variant', multi30k.VARIANTS)
+def test_every_multi30k_config_variant_is_valid(variant):
+  config = multi30k.get_config(variant)
+  config.data.data_dir = 'data/multi30k'  # The one key a user must set.
+  train.check_config(config)
+  transformer_config(config.model, max_len=config.data.max_eval_length)

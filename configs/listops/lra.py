@@ -4,6 +4,13 @@ LRA setting (max_length 2000, 4 layers, d 512, 8 heads, mlp 1024, batch 32, 5000
     python -m lra_posenc.listops.train --config=configs/listops/lra.py --workdir=runs/listops_lra
 CPU variant (short expressions, small model; a few minutes on 2 cores):
     python -m lra_posenc.listops.train --config=configs/listops/lra.py:cpu --workdir=runs/listops_cpu
+Sweep variant (the CPU model on expressions under 64 tokens drawn from a depth-6, 8-argument
+generator, whose longer expressions then test length generalisation; scripts/sweep.py):
+    python -m lra_posenc.listops.train --config=configs/listops/lra.py:sweep --workdir=runs/listops_sweep
+Chebyshev-PE study's data (depth 7, 7 arguments, 250-1000 tokens, label = value mod 2), the CPU
+model trained from scratch; add --config.model.pos_encoding_placement=after_encoder for its placement:
+    python -m lra_posenc.listops.train --config=configs/listops/lra.py:chebyshev_study \
+        --workdir=runs/chebyshev_study --config.model.pos_encoding=chebyshev
 Select the encoding with --config.model.pos_encoding=NAME (see lra_posenc.encodings.REGISTRY)
 and its options with --config.model.pos_encoding_options.NAME.KEY=VALUE.
 """
@@ -14,10 +21,13 @@ import ml_collections
 from lra_posenc import encodings
 
 
+VARIANTS = (None, 'cpu', 'sweep', 'chebyshev_study')
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  if arg not in (None, 'cpu'):
-    raise ValueError(f"config argument {arg!r} is not one of [None, 'cpu']")
-  cpu = arg == 'cpu'
+  if arg not in VARIANTS:
+    raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
+  cpu = arg in ('cpu', 'sweep', 'chebyshev_study')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -28,7 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.on_invalid = 'raise'  # Or 'skip': drop invalid rows and count them by reason.
   config.data.generator = ml_collections.ConfigDict(dict(
       seed=0, num_train_samples=96000, num_valid_samples=2000, num_test_samples=2000,
-      max_depth=10, max_args=10, min_length=500, max_length=2000))
+      max_depth=10, max_args=10, min_length=500, max_length=2000, label_modulus=10))
 
   config.model = ml_collections.ConfigDict()
   config.model.emb_dim = 512
@@ -41,6 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.attention_dropout_rate = 0.1
   config.model.pooling = 'cls'
   config.model.pos_encoding = 'sinusoidal'
+  config.model.pos_encoding_placement = 'input'  # Or 'after_encoder' (the Chebyshev-PE study's placement).
   config.model.pos_encoding_options = encodings.options_config()
 
   config.optimizer = ml_collections.ConfigDict()
@@ -76,4 +87,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.training.update(batch_size=32, num_train_steps=3000, log_every_steps=100)
     config.evaluation.update(every_steps=250)
     config.checkpoint.update(every_steps=250)
+  if arg == 'sweep':  # Lengths 11-63 in training; the generator reaches ~500 tokens for length tests.
+    config.data.generator.update(max_depth=6, max_args=8)
+  if arg == 'chebyshev_study':  # Parity: 0.5 is chance, not comparable with 10-class LRA scores.
+    config.data.update(max_length=1000, num_classes=2)
+    config.data.generator.update(num_train_samples=10000, num_valid_samples=500, num_test_samples=500,
+                                 max_depth=7, max_args=7, min_length=250, max_length=1000, label_modulus=2)
+    config.training.update(batch_size=16, num_train_steps=1000)
+    config.evaluation.update(batch_size=64, every_steps=250)
   return config

@@ -8,6 +8,9 @@ CPU variant (3+3 layers, d 256, 2000 steps; 35 min on 2 CPU cores shared with ot
 sacreBLEU on test_2016_flickr 28.8 with sinusoidal, 27.0 with legendre; see RESULTS.md):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
         --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
+Sweep variant (2+2 layers, d 128, 1500 steps: the CPU-sized comparison of scripts/sweep.py, RESULTS.md):
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:sweep \
+        --workdir=runs/multi30k_sweep --config.data.data_dir=DATA/multi30k
 Other pairs: --config.data.source_lang=en --config.data.target_lang=fr (or any direction).
 Any corpus laid out as SPLIT.LANG[.gz] works: set data.data_dir, the split names and the
 languages. A TFDS dataset: --config.data.tfds_name=ted_hrlr_translate/pt_to_en
@@ -21,9 +24,12 @@ from lra_posenc import encodings
 MULTI30K_TEST_SPLITS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 
 
+VARIANTS = (None, 'cpu', 'sweep')
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  if arg not in (None, 'cpu'):
-    raise ValueError(f"config argument {arg!r} is not one of [None, 'cpu']")
+  if arg not in VARIANTS:
+    raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
   config = ml_collections.ConfigDict()
   config.seed = 0
 
@@ -83,7 +89,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.checkpoint.every_steps = 1000
   config.checkpoint.max_to_keep = 2
 
-  if arg == 'cpu':
+  if arg in ('cpu', 'sweep'):
     config.data.max_length = 40
     config.data.max_eval_length = 64
     config.data.length_buckets = (16, 24, 32, 40)
@@ -93,4 +99,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.training.update(batch_size=64, num_train_steps=2000, log_every_steps=50)
     config.evaluation.update(batch_size=128, every_steps=500)
     config.checkpoint.update(every_steps=500)
+  if arg == 'sweep':
+    config.data.tokenizer.vocab_size = 4000
+    config.model.update(emb_dim=128, qkv_dim=128, mlp_dim=512, num_heads=4, num_layers=2)
+    config.optimizer.update(learning_rate=2e-3, warmup_steps=300)
+    config.training.num_train_steps = 1500
+    config.evaluation.every_steps = 250
+    config.checkpoint.every_steps = 250
   return config

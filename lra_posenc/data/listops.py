@@ -29,10 +29,28 @@ Tree = int | tuple
 
 @dataclasses.dataclass(frozen=True)
 class GeneratorOptions:
+  """LRA's tree shape and length window; `label_modulus` < 10 writes value mod it as the label
+  (2: the Chebyshev-PE study's parity task)."""
   max_depth: int = 10
   max_args: int = 10
   min_length: int = 500
   max_length: int = 2000
+  label_modulus: int = 10
+
+  def __post_init__(self):
+    if not 2 <= self.label_modulus <= 10:
+      raise ValueError(f'label_modulus must be in 2..10, got {self.label_modulus}')
+    if self.min_length + 1 >= min(self.max_length, self.longest_tree() + 1):
+      raise ValueError(
+          f'no expression has min_length < length < max_length ({self.min_length} < length < {self.max_length}): '
+          f'with max_depth={self.max_depth} and max_args={self.max_args} the longest has {self.longest_tree()} tokens')
+
+  def longest_tree(self) -> int:
+    """Tokens in the longest expression these options can generate."""
+    length = 1
+    for _ in range(max(self.max_depth - 1, 0)):
+      length = 2 + self.max_args * length
+    return length
 
 
 def apply_operator(operator: str, args: Sequence[int]) -> int:
@@ -78,7 +96,7 @@ def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
     if options.min_length < length < options.max_length:
       expression = to_string(tree)
       if expression not in exclude:
-        samples[expression] = value
+        samples[expression] = value % options.label_modulus
   return samples
 
 

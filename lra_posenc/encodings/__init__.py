@@ -30,7 +30,7 @@ OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
     'REGISTRY', 'AttentionTerms', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
-    'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create',
+    'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create', 'acts_in_attention',
 ]
 
 
@@ -71,6 +71,11 @@ def resolve_options(name: str, all_options: Mapping[str, Mapping]) -> object:
       raise ValueError(
           f'{OPTIONS_KEY}.{section}.{changed[0]} is set but model.pos_encoding={name!r}; it would have no effect')
   return selected if selected is not None else REGISTRY[name].Options()
+
+
+def acts_in_attention(encoding: str) -> bool:
+  """Whether `encoding` contributes attention terms (rotations, biases), not only an additive input."""
+  return REGISTRY[encoding].attention_terms is not base.PositionalEncoding.attention_terms
 
 
 def create(encoding: str, options: object, *, max_len: int, dim: int, num_heads: int,

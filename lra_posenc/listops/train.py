@@ -19,7 +19,8 @@ from absl import logging
 
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
-from lra_posenc.models.classifier import POOLINGS, TransformerClassifier
+from lra_posenc import encodings
+from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import cli, trainer
 from lra_posenc.training.batches import Batch
@@ -28,7 +29,7 @@ from lra_posenc.training.config_checks import check_keys, check_positive, check_
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim')
+MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement')
 
 
 def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
@@ -41,10 +42,16 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_keys(model, 'model', MODEL_KEYS)
   check_positive(model, 'model', 'classifier_dim')
   check_section_choice(model, 'model', 'pooling', POOLINGS)
+  check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
   transformer = transformer_config(model, max_len=config.data.max_length + (model.pooling == 'cls'))
+  if model.pos_encoding_placement != 'input' and encodings.acts_in_attention(model.pos_encoding):
+    additive = [name for name in encodings.REGISTRY if not encodings.acts_in_attention(name)]
+    raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
+                     f'({additive}); model.pos_encoding={model.pos_encoding!r} acts inside attention')
   return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB),
                                num_classes=config.data.num_classes, pooling=model.pooling,
-                               classifier_dim=model.classifier_dim)
+                               classifier_dim=model.classifier_dim,
+                               pos_encoding_placement=model.pos_encoding_placement)
 
 
 def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None

@@ -8,6 +8,16 @@ from lra_posenc.encodings import AttentionTerms
 Array = jax.Array
 
 
+def attention_weights(query: Array, key: Array, *, bias: Array | None, mask: Array | None) -> Array:
+  """Softmax attention weights [batch, heads, q_length, k_length], in float32."""
+  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key) / jnp.sqrt(query.shape[-1]).astype(query.dtype)
+  if bias is not None:
+    logits = logits + bias.astype(logits.dtype)
+  if mask is not None:
+    logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+  return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+
+
 def attend(query: Array, key: Array, value: Array, *, bias: Array | None, mask: Array | None,
            dropout_rate: float = 0.0, dropout_rng: Array | None = None) -> Array:
   """Scaled dot-product attention over [batch, length, heads, head_dim] inputs.
@@ -18,12 +28,7 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, mask: 
   """
   if dropout_rng is None or dropout_rate == 0.0:
     return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask)
-  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key) / jnp.sqrt(query.shape[-1]).astype(query.dtype)
-  if bias is not None:
-    logits = logits + bias.astype(logits.dtype)
-  if mask is not None:
-    logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
-  weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(value.dtype)
+  weights = attention_weights(query, key, bias=bias, mask=mask).astype(value.dtype)
   keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
   weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0).astype(value.dtype)
   return jnp.einsum('bhqk,bkhd->bqhd', weights, value)
@@ -37,6 +42,8 @@ class MultiHeadAttention(nn.Module):
   cache; each later call with one query writes its key and value at `cache_index` and
   attends over the whole cache, so `terms` and `mask` must then cover every cache
   position. Keys are cached before any rotation, so rotary terms apply unchanged.
+  Applied with mutable=['intermediates'], it also records its attention weights there
+  (for diagnostics; computed only when asked for).
   """
   num_heads: int
   qkv_dim: int
@@ -57,6 +64,8 @@ class MultiHeadAttention(nn.Module):
       query = terms.query_rotary.apply(query)
     if terms.key_rotary is not None:
       key = terms.key_rotary.apply(key)
+    if self.is_mutable_collection('intermediates'):
+      self.sow('intermediates', 'attention_weights', attention_weights(query, key, bias=terms.bias, mask=mask))
     dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
     out = attend(query, key, value, bias=terms.bias, mask=mask, dropout_rate=self.dropout_rate,
                  dropout_rng=dropout_rng)

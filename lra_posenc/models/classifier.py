@@ -3,22 +3,29 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra_posenc import encodings
 from lra_posenc.models.transformer import Encoder, TransformerConfig
 
 POOLINGS = ('cls', 'mean')
+# 'after_encoder' adds an additive encoding to the encoder's output instead of its input: the
+# Chebyshev-PE study's placement, kept to test its claim. Under 'cls' pooling the classifier then
+# sees only row 0 of the table, a constant.
+PLACEMENTS = ('input', 'after_encoder')
 
 
 class TransformerClassifier(nn.Module):
   """Classifies token sequences [batch, length]; token id `pad_id` marks padding.
 
   With 'cls' pooling a learned vector is prepended at position 0, so the encoder sees
-  length + 1 positions; `TransformerConfig.max_len` must count it.
+  length + 1 positions; `TransformerConfig.max_len` must count it. `pos_encoding_placement`
+  is one of PLACEMENTS.
   """
   config: TransformerConfig
   vocab_size: int
   num_classes: int
   pooling: str
   classifier_dim: int
+  pos_encoding_placement: str = 'input'
   pad_id: int = 0
 
   @nn.compact
@@ -30,7 +37,12 @@ class TransformerClassifier(nn.Module):
       cls = self.param('cls', nn.initializers.normal(0.02), (1, 1, cfg.emb_dim))
       x = jnp.concatenate([jnp.broadcast_to(cls, (x.shape[0], 1, cfg.emb_dim)), x], axis=1)
       valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
-    x = Encoder(cfg, name='encoder')(x, valid=valid, deterministic=not train)
+    after_encoder = self.pos_encoding_placement == 'after_encoder'
+    x = Encoder(cfg, add_to_inputs=not after_encoder, name='encoder')(x, valid=valid, deterministic=not train)
+    if after_encoder:
+      encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
+                                  dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
+      x = encoding.add_to_inputs(x, jnp.arange(x.shape[1], dtype=jnp.int32)[None])
     if self.pooling == 'cls':
       pooled = x[:, 0]
     else:

@@ -86,8 +86,13 @@ class EncoderBlock(nn.Module):
 
 
 class Encoder(nn.Module):
-  """Encodes embedded inputs [batch, length, emb_dim]; `valid` marks real (non-padding) positions."""
+  """Encodes embedded inputs [batch, length, emb_dim]; `valid` marks real (non-padding) positions.
+
+  With `add_to_inputs=False` the encoding acts only inside attention, for models that
+  add its table elsewhere.
+  """
   config: TransformerConfig
+  add_to_inputs: bool = True
 
   @nn.compact
   def __call__(self, x: Array, *, valid: Array, positions: Array | None = None, deterministic: bool) -> Array:
@@ -96,7 +101,8 @@ class Encoder(nn.Module):
       positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
     encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
                                 dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
-    x = encoding.add_to_inputs(x, positions)
+    if self.add_to_inputs:
+      x = encoding.add_to_inputs(x, positions)
     x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
     terms = encoding.attention_terms(positions, positions, causal=False)
     mask = valid[:, None, None, :]

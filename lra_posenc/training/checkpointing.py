@@ -4,9 +4,11 @@ Each checkpoint holds the train state (params, optimizer state, step) and a JSON
 record: the data position, the PRNG key, the best validation score so far, the model
 config and the task's artifacts (for ListOps, the vocabulary).
 """
+import json
 import os
 from typing import Any
 
+import ml_collections
 import orbax.checkpoint as ocp
 
 ITEMS = ('state', 'meta')
@@ -61,3 +63,21 @@ class Checkpoints:
   def close(self) -> None:
     self.latest.close()
     self.best.close()
+
+
+def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
+  """The config a finished (or running) workdir was trained with, its best params and their step."""
+  config_path = os.path.join(workdir, 'config.json')
+  if not os.path.exists(config_path):
+    raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
+  with open(config_path) as f:
+    config = ml_collections.ConfigDict(json.load(f))
+  checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
+  try:
+    best_step = checkpoints.best.latest_step()
+    if best_step is None:
+      raise FileNotFoundError(f'{workdir}/best: no checkpoint yet; train first')
+    state, _ = Checkpoints.restore(checkpoints.best, best_step)
+  finally:
+    checkpoints.close()
+  return config, state['params'], best_step

@@ -7,15 +7,13 @@ The workdir's config.json, tokenizer and best checkpoint define the model, so th
 matches the translations written at the end of training (same search settings unless
 --beam_size or --length_penalty override them).
 """
-import json
 import os
 import sys
 from collections.abc import Sequence
 
-import ml_collections
 from absl import app, flags
 
-from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.translator import create_translator
@@ -23,20 +21,13 @@ from lra_posenc.translation.translator import create_translator
 
 def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
                         length_penalty: float | None = None) -> list[str]:
-  with open(os.path.join(workdir, 'config.json')) as f:
-    config = ml_collections.ConfigDict(json.load(f))
+  config, params, _ = restore_best(workdir)
   if beam_size is not None:
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
     config.decoding.length_penalty = length_penalty
   tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=config.data.tokenizer.joint)
-  checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
-  best_step = checkpoints.best.latest_step()
-  if best_step is None:
-    raise FileNotFoundError(f'{workdir}/best: no checkpoint; train first (python -m lra_posenc.translation.train)')
-  state, _ = Checkpoints.restore(checkpoints.best, best_step)
-  checkpoints.close()
-  return create_translator(config, tokenizers).translate(state['params'], sentences)
+  return create_translator(config, tokenizers).translate(params, sentences)
 
 
 def main(argv: Sequence[str]) -> None:

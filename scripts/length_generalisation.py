@@ -1,0 +1,239 @@
+"""Scores the best checkpoints of a sweep by input length, beyond the lengths seen in training.
+
+    python scripts/length_generalisation.py --task=listops --sweep_dir=runs/sweeps/listops_cpu \\
+        --bounds=64,128,256,512 --num_samples=500
+    python scripts/length_generalisation.py --task=translation --sweep_dir=runs/sweeps/multi30k_cpu \\
+        --bounds=1,11,21,31,41
+
+ListOps: for every bucket [bounds[i], bounds[i+1]) tokens, a test set is drawn from the
+run's own generator options (tree depth, arguments, labels) with only the length window
+changed, into SWEEP_DIR/length_generalisation/data; training lengths lie below bounds[0],
+so the sets are disjoint from training. The run's own test split is the first column.
+Translation: the hypotheses the run wrote for its test splits, pooled, scored with
+sacreBLEU per bucket of source length in the run's SentencePiece ids (training dropped
+pairs over data.max_length ids).
+
+An encoding that cannot extrapolate (learned, chebyshev with its max_len normalisation)
+is reported as such for the buckets it cannot read. Writes SWEEP_DIR/length_generalisation/
+{runs.csv, summary.json, summary.md, length_generalisation.png}.
+"""
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import random
+import statistics
+import sys
+from collections.abc import Sequence
+
+import ml_collections
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lra_posenc.data import listops as generator  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from sweep import spec_of_directory  # noqa: E402
+
+CANNOT_EXTRAPOLATE = 'cannot extrapolate'
+
+
+def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
+  """(variant, workdir) of every run with a results.json, in a stable order."""
+  runs = []
+  for variant in sorted(os.listdir(sweep_dir)):
+    variant_dir = os.path.join(sweep_dir, variant)
+    if not os.path.isdir(variant_dir):
+      continue
+    for seed_dir in sorted(os.listdir(variant_dir)):
+      workdir = os.path.join(variant_dir, seed_dir)
+      if os.path.exists(os.path.join(workdir, 'results.json')):
+        runs.append((spec_of_directory(variant), workdir))
+  if not runs:
+    raise FileNotFoundError(f'{sweep_dir}: no finished runs (VARIANT/seed_S/results.json)')
+  return runs
+
+
+def bucket_label(low: int, high: int) -> str:
+  return f'{low}-{high - 1}'
+
+
+def listops_length_set(spec: dict, low: int, high: int, num_samples: int, data_dir: str) -> str:
+  """basic-format TSV of `num_samples` expressions of low..high-1 tokens from generator `spec`, reused if present."""
+  options = generator.GeneratorOptions(**{f.name: spec[f.name] for f in dataclasses.fields(generator.GeneratorOptions)}
+                                       | {'min_length': low - 1, 'max_length': high})
+  name = '_'.join(f'{k}{v}' for k, v in sorted(dataclasses.asdict(options).items()))
+  path = os.path.join(data_dir, f'length_{bucket_label(low, high)}_seed{spec["seed"]}_n{num_samples}_{name}.tsv')
+  if not os.path.exists(path):
+    os.makedirs(data_dir, exist_ok=True)
+    samples = generator.generate(num_samples, options, random.Random(spec['seed'] * 1_000_003 + low))
+    with open(path + '.tmp', 'w', encoding='utf-8', newline='\n') as f:
+      f.write('Source\tTarget\n')
+      f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
+    os.replace(path + '.tmp', path)
+  return path
+
+
+def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_dir: str) -> dict[str, dict]:
+  """Per bucket: accuracy of the best checkpoint (None if the encoding cannot reach it) and the majority class."""
+  import jax
+
+  from lra_posenc.listops import input_pipeline, train
+
+  config, params, _ = restore_best(workdir)
+  model = train.create_model(config)
+  metrics = jax.jit(lambda p, batch: train.classification_metrics(model, p, batch, None))
+  test_dir = config.data.data_dir or os.path.join(workdir, 'data')
+  sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
+  for low, high in zip(bounds[:-1], bounds[1:]):
+    sets[bucket_label(low, high)] = (listops_length_set(config.data.generator, low, high, num_samples, data_dir),
+                                     high - 1)
+  scores = {}
+  for label, (path, max_length) in sets.items():
+    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=config.data.num_classes)
+    targets = dataset.arrays['targets']
+    majority = float(np.bincount(targets).max() / len(targets))
+    try:
+      sums = [jax.device_get(metrics(params, batch)) for batch in dataset.eval_batches(config.evaluation.batch_size)]
+    except ValueError as error:
+      if CANNOT_EXTRAPOLATE not in str(error):
+        raise
+      scores[label] = {'score': None, 'majority': majority, 'examples': len(targets)}
+      continue
+    score = sum(float(s['accuracy']) for s in sums) / sum(float(s['count']) for s in sums)
+    scores[label] = {'score': score, 'majority': majority, 'examples': len(targets)}
+  return scores
+
+
+def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
+  """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits."""
+  from lra_posenc.translation import input_pipeline, train
+
+  with open(os.path.join(workdir, 'config.json')) as f:
+    data = ml_collections.ConfigDict(json.load(f)['data'])
+  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint)
+  sources, hypotheses, references = [], [], []
+  for split in data.test_splits:
+    text = train.read_text(data, split)
+    path = os.path.join(workdir, 'translations', f'{split}.{data.target_lang}')
+    with open(path, encoding='utf-8') as f:
+      written = f.read().split('\n')[:len(text.targets)]
+    if len(written) != len(text.targets):
+      raise ValueError(f'{path}: {len(written)} hypotheses for {len(text.targets)} references')
+    sources += text.sources
+    hypotheses += written
+    references += text.targets
+  lengths = np.array([len(tokenizers.source.encode(s)) for s in sources])
+  edges = list(bounds[:-1]) + [bounds[-1], np.iinfo(np.int32).max]
+  scores = {}
+  for low, high in zip(edges[:-1], edges[1:]):
+    rows = np.flatnonzero((lengths >= low) & (lengths < high))
+    label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
+    if len(rows):
+      bleu = train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows])['bleu']
+      scores[label] = {'score': bleu, 'examples': int(len(rows))}
+  return scores
+
+
+def summarize(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
+  """variant -> bucket -> mean, std (ddof=1), values, examples."""
+  summary: dict[str, dict[str, dict]] = {}
+  for row in rows:
+    cell = summary.setdefault(row['variant'], {}).setdefault(row['bucket'], {'values': [], 'examples': row['examples']})
+    cell['values'].append(row['score'])
+  for buckets in summary.values():
+    for cell in buckets.values():
+      present = [v for v in cell['values'] if v is not None]
+      cell['mean'] = statistics.fmean(present) if present else None
+      cell['std'] = statistics.stdev(present) if len(present) > 1 else None
+  return summary
+
+
+def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, digits: int) -> str:
+  lines = ['| variant | ' + ' | '.join(buckets) + ' |', '| --- ' * (len(buckets) + 1) + '|']
+  for variant, cells in summary.items():
+    row = []
+    for bucket in buckets:
+      cell = cells.get(bucket)
+      if cell is None:
+        row.append('')
+      elif cell['mean'] is None:
+        row.append(CANNOT_EXTRAPOLATE)
+      else:
+        row.append(f"{cell['mean']:.{digits}f}" + (f" ± {cell['std']:.{digits}f}" if cell['std'] is not None else '')
+                   + (f" (n={len(cell['values'])})" if len(cell['values']) > 1 else ''))
+    lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
+  if baseline:
+    lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')
+  examples = next(iter(summary.values()))
+  lines.append('| examples | ' + ' | '.join(str(examples[b]['examples']) if b in examples else '' for b in buckets)
+               + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, ylabel: str, path: str) -> None:
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  figure, axes = plt.subplots(figsize=(8, 5))
+  positions = np.arange(len(buckets))
+  for variant, cells in summary.items():
+    means = [cells[b]['mean'] if b in cells and cells[b]['mean'] is not None else np.nan for b in buckets]
+    stds = [cells[b]['std'] or 0.0 if b in cells and cells[b]['mean'] is not None else np.nan for b in buckets]
+    axes.errorbar(positions, means, yerr=stds, marker='o', capsize=3, label=variant)
+  if baseline:
+    axes.plot(positions, [baseline[b] for b in buckets], 'k--', label='majority class')
+  axes.set_xticks(positions, buckets)
+  axes.set_xlabel('length bucket (tokens)')
+  axes.set_ylabel(ylabel)
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize='small')
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--task', required=True, choices=('listops', 'translation'))
+  parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
+  parser.add_argument('--bounds', required=True, help='Comma-separated increasing bucket edges, in tokens.')
+  parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
+  args = parser.parse_args(argv)
+  bounds = [int(b) for b in args.bounds.split(',')]
+  if len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1:
+    parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
+  output_dir = os.path.join(args.sweep_dir, 'length_generalisation')
+  rows, baseline = [], {}
+  for variant, workdir in finished_runs(args.sweep_dir):
+    if args.task == 'listops':
+      scores = listops_scores(workdir, bounds, args.num_samples, os.path.join(output_dir, 'data'))
+    else:
+      scores = translation_scores(workdir, bounds)
+    for bucket, score in scores.items():
+      rows.append({'variant': variant, 'workdir': workdir, 'bucket': bucket, 'score': score['score'],
+                   'examples': score['examples']})
+      if 'majority' in score:
+        baseline[bucket] = score['majority']
+    print(workdir, {b: s['score'] for b, s in scores.items()}, flush=True)
+  buckets = list(dict.fromkeys(row['bucket'] for row in rows))
+  summary = summarize(rows)
+  os.makedirs(output_dir, exist_ok=True)
+  with open(os.path.join(output_dir, 'runs.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  with open(os.path.join(output_dir, 'summary.json'), 'w') as f:
+    json.dump({'buckets': buckets, 'variants': summary, 'majority_class': baseline or None}, f, indent=2)
+  table = markdown_table(summary, buckets, baseline or None, digits=3 if args.task == 'listops' else 2)
+  with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
+    f.write(table)
+  plot(summary, buckets, baseline or None, 'test accuracy' if args.task == 'listops' else 'sacreBLEU',
+       os.path.join(output_dir, 'length_generalisation.png'))
+  print(table)
+
+
+if __name__ == '__main__':
+  main()

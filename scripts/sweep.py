@@ -1,0 +1,283 @@
+"""Trains every (encoding variant, seed) pair of a comparison and tabulates the results.
+
+    python scripts/sweep.py --task=listops --config=configs/listops/lra.py:sweep \\
+        --seeds=0,1,2 --output_dir=runs/sweeps/listops_cpu
+    python scripts/sweep.py --task=translation --config=configs/translation/multi30k.py:sweep \\
+        --variants=none,sinusoidal,learned,rope,chebyshev,legendre --seeds=0 \\
+        --output_dir=runs/sweeps/multi30k_cpu --set=data.data_dir=../shared/data/multi30k
+
+A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1`
+(a key without a dot is an option of that encoding) or `chebyshev:model.pe_placement=output`
+(a dotted key is any config key). `--set KEY=VALUE` applies to every run.
+
+Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
+in train.log there. Finished runs (results.json) are skipped and interrupted ones resume
+from their checkpoints, so re-running the command completes a sweep; adding seeds or
+variants only trains the new runs. Then it writes, into OUTPUT_DIR:
+  runs.csv       one row per run: test scores, best validation score, steps to the target, wall time;
+  summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
+  summary.md     the same as a Markdown table;
+  convergence.png  validation metric against step, mean over seeds with a min-max band.
+--tabulate_only rebuilds these from the runs already there.
+"""
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lra_posenc import encodings  # noqa: E402
+from lra_posenc.training.metric_writer import read_history  # noqa: E402
+
+RESULTS_FILE = 'results.json'
+WALL_TIME_FILE = 'sweep_wall_time.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  module: str
+  test_metric: str  # Read from results.json's test_sets[split].
+  validation_metric: str  # The trainer's selection metric, read from metrics.jsonl.
+  default_target: float  # Validation score whose first crossing is reported.
+
+
+TASKS = {
+    'listops': TaskSpec('lra_posenc.listops.train', 'accuracy', 'accuracy', 0.4),
+    'translation': TaskSpec('lra_posenc.translation.train', 'bleu', 'accuracy', 0.5),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """An encoding and the config overrides that distinguish this row of the table."""
+  spec: str
+  encoding: str
+  overrides: tuple[tuple[str, str], ...]
+
+  @property
+  def directory(self) -> str:
+    return self.spec.replace(':', '__').replace('=', '-', len(self.overrides) - 1)
+
+
+def spec_of_directory(directory: str) -> str:
+  """Inverts `Variant.directory` (keys hold no '-', so the first '-' of each override separates its value)."""
+  name, *pairs = directory.split('__')
+  return ':'.join([name] + [pair.replace('-', '=', 1) for pair in pairs])
+
+
+def parse_variant(spec: str) -> Variant:
+  """`NAME[:KEY=VALUE]...`; raises ValueError naming a bad encoding or override."""
+  name, *pairs = spec.split(':')
+  if name not in encodings.REGISTRY:
+    raise ValueError(f'variant {spec!r}: encoding {name!r} is not one of {list(encodings.REGISTRY)}')
+  overrides = [('model.pos_encoding', name)]
+  for pair in pairs:
+    key, separator, value = pair.partition('=')
+    if not separator or not key:
+      raise ValueError(f'variant {spec!r}: {pair!r} is not KEY=VALUE')
+    overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
+  return Variant(spec, name, tuple(overrides))
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+  key, separator, value = text.partition('=')
+  if not separator or not key:
+    raise argparse.ArgumentTypeError(f'--set {text!r} is not KEY=VALUE')
+  return key, value
+
+
+def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
+                     overrides: Sequence[tuple[str, str]]) -> list[str]:
+  command = [sys.executable, '-m', task.module, f'--config={config}', f'--workdir={workdir}', f'--config.seed={seed}']
+  return command + [f'--config.{key}={value}' for key, value in overrides]
+
+
+def run(command: Sequence[str], workdir: str) -> int:
+  """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
+  os.makedirs(workdir, exist_ok=True)
+  wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
+  record = _read_json(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
+  start = time.perf_counter()
+  with open(os.path.join(workdir, 'train.log'), 'a') as log:
+    log.write(f'$ {" ".join(command)}\n')
+    log.flush()
+    returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=os.getcwd()).returncode
+  record = {'seconds': record['seconds'] + time.perf_counter() - start, 'invocations': record['invocations'] + 1}
+  with open(wall_time_path, 'w') as f:
+    json.dump(record, f)
+  return returncode
+
+
+def steps_to_target(history: Sequence[dict], metric: str, target: float) -> int | None:
+  """The first validation step whose `metric` reaches `target`; None if none does."""
+  return next((record['step'] for record in history if record.get(metric, float('-inf')) >= target), None)
+
+
+def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: float) -> dict | None:
+  """One finished run's figures, or None when it has no results.json yet."""
+  results = _read_json(os.path.join(workdir, RESULTS_FILE))
+  if results is None:
+    return None
+  row = {'variant': variant.spec, 'seed': seed}
+  for split, scores in results['test_sets'].items():
+    row[f'{split} {task.test_metric}'] = scores[task.test_metric]
+  row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
+  row['best step'] = results['best_step']
+  row[f'steps to validation {task.validation_metric} {target:g}'] = steps_to_target(
+      read_history(workdir, 'validation'), task.validation_metric, target)
+  wall_time = _read_json(os.path.join(workdir, WALL_TIME_FILE))
+  row['wall minutes'] = wall_time['seconds'] / 60 if wall_time else None
+  return row
+
+
+def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
+  """Per variant: for every numeric column, the values over seeds, their mean and std (ddof=1)."""
+  summaries = []
+  for variant in variants:
+    own = [row for row in rows if row['variant'] == variant.spec]
+    if not own:
+      continue
+    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own], 'columns': {}}
+    for column in own[0]:
+      if column in ('variant', 'seed'):
+        continue
+      values = [row.get(column) for row in own]
+      present = [v for v in values if v is not None]
+      summary['columns'][column] = {
+          'values': values, 'count': len(present),
+          'mean': statistics.fmean(present) if present else None,
+          'std': statistics.stdev(present) if len(present) > 1 else None}
+    summaries.append(summary)
+  return summaries
+
+
+def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
+  """Mean ± std per column; a column some seeds never reached (steps to target) says how many did."""
+  columns = [c for c in summaries[0]['columns'] if c != 'best step']
+  lines = ['| variant | seeds | ' + ' | '.join(columns) + ' |', '| --- ' * (len(columns) + 2) + '|']
+  for summary in summaries:
+    cells = [summary['variant'], str(len(summary['seeds']))]
+    for column in columns:
+      stats = summary['columns'][column]
+      places = next((d for key, d in digits.items() if key in column), 3)
+      if stats['mean'] is None:
+        cells.append('not reached')
+        continue
+      cell = f"{stats['mean']:.{places}f}" + (f" ± {stats['std']:.{places}f}" if stats['std'] is not None else '')
+      if stats['count'] < len(stats['values']):
+        cell += f" ({stats['count']}/{len(stats['values'])} reached)"
+      cells.append(cell)
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: str, title: str) -> None:
+  """Validation `metric` against step: per variant the mean over seeds, shaded from min to max."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  import numpy as np
+
+  figure, axes = plt.subplots(figsize=(8, 5))
+  for variant, runs in histories.items():
+    steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
+    if not steps:
+      continue
+    values = np.array([[next(r[metric] for r in run if r['step'] == step) for step in steps] for run in runs])
+    line, = axes.plot(steps, values.mean(0), label=f'{variant} (n={len(runs)})')
+    if len(runs) > 1:
+      axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
+  axes.set_xlabel('step')
+  axes.set_ylabel(f'validation {metric}')
+  axes.set_title(title)
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize='small')
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)
+
+
+def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,
+             target: float) -> list[dict]:
+  """Writes runs.csv, summary.json, summary.md and convergence.png from the finished runs."""
+  rows, histories = [], {}
+  for variant in variants:
+    for seed in seeds:
+      workdir = os.path.join(output_dir, variant.directory, f'seed_{seed}')
+      row = run_row(task, variant, seed, workdir, target)
+      if row is not None:
+        rows.append(row)
+        histories.setdefault(variant.spec, []).append(read_history(workdir, 'validation'))
+  if not rows:
+    raise FileNotFoundError(f'{output_dir}: no finished runs to tabulate')
+  columns = list(dict.fromkeys(column for row in rows for column in row))
+  with open(os.path.join(output_dir, 'runs.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+  summaries = summarize(rows, variants)
+  with open(os.path.join(output_dir, 'summary.json'), 'w') as f:
+    json.dump(summaries, f, indent=2)
+  table = markdown_table(summaries, digits={'steps': 0, 'minutes': 1, 'validation': 3,
+                                            task.test_metric: 3 if task.test_metric == 'accuracy' else 2})
+  with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
+    f.write(table)
+  plot_convergence(histories, task.validation_metric, os.path.join(output_dir, 'convergence.png'),
+                   os.path.basename(os.path.normpath(output_dir)))
+  print(table)
+  return summaries
+
+
+def _read_json(path: str) -> dict | None:
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--task', required=True, choices=sorted(TASKS))
+  parser.add_argument('--config', required=True, help='Config file and variant, e.g. configs/listops/lra.py:sweep.')
+  parser.add_argument('--output_dir', required=True)
+  parser.add_argument('--variants', default=','.join(encodings.REGISTRY),
+                      help='Comma-separated NAME[:KEY=VALUE]... (default: every registered encoding).')
+  parser.add_argument('--seeds', default='0,1,2', help='Comma-separated config.seed values.')
+  parser.add_argument('--set', dest='settings', action='append', type=parse_setting, default=[],
+                      metavar='KEY=VALUE', help='A config override for every run (repeatable).')
+  parser.add_argument('--target', type=float, default=None,
+                      help='Validation score for the steps-to-target column (default: per task).')
+  parser.add_argument('--tabulate_only', action='store_true', help='Do not train; tabulate finished runs.')
+  args = parser.parse_args(argv)
+  task = TASKS[args.task]
+  try:
+    variants = [parse_variant(spec) for spec in args.variants.split(',')]
+    seeds = [int(seed) for seed in args.seeds.split(',')]
+  except ValueError as error:
+    parser.error(str(error))
+  failed = []
+  if not args.tabulate_only:
+    for seed in seeds:  # Seed-major: every variant has a first result before any has a second.
+      for variant in variants:
+        workdir = os.path.join(args.output_dir, variant.directory, f'seed_{seed}')
+        if os.path.exists(os.path.join(workdir, RESULTS_FILE)):
+          continue
+        print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
+        command = training_command(task, args.config, workdir, seed, list(args.settings) + list(variant.overrides))
+        if run(command, workdir):
+          failed.append(workdir)
+          print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
+  tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target)
+  if failed:
+    sys.exit(f'{len(failed)} run(s) failed: {failed}')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,255 @@
+"""The comparison study's tools: sweeps, length generalisation, diagnostics, replication options."""
+import csv
+import json
+import os
+import random
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs.listops import lra
+from lra_posenc import encodings
+from lra_posenc.data import listops
+from lra_posenc.listops import train
+from lra_posenc.models.attention import attend, attention_weights
+from lra_posenc.training.metric_writer import MetricWriter, read_history
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+
+import diagnostics  # noqa: E402
+import length_generalisation  # noqa: E402
+import sweep  # noqa: E402
+
+# A one-layer model on expressions of 11-23 tokens; each run takes seconds.
+TINY_SWEEP = [
+    'data.max_length=24', 'data.generator.max_length=24', 'data.generator.max_depth=4', 'data.generator.max_args=4',
+    'data.generator.num_train_samples=256', 'data.generator.num_valid_samples=32',
+    'data.generator.num_test_samples=32', 'model.emb_dim=16', 'model.qkv_dim=16', 'model.mlp_dim=32',
+    'model.classifier_dim=16', 'model.num_layers=1', 'training.num_train_steps=12', 'training.log_every_steps=4',
+    'evaluation.every_steps=4', 'evaluation.batch_size=16', 'checkpoint.every_steps=4', 'optimizer.warmup_steps=2']
+
+
+@pytest.fixture(scope='module')
+def tiny_sweep(tmp_path_factory):
+  """A finished sweep of two encodings (one that cannot extrapolate) by two seeds; its directory and output."""
+  output_dir = str(tmp_path_factory.mktemp('sweep'))
+  arguments = ['--task=listops', '--config=configs/listops/lra.py:sweep', '--variants=none,learned', '--seeds=0,1',
+               f'--output_dir={output_dir}', '--target=0.0'] + [f'--set={s}' for s in TINY_SWEEP]
+  sweep.main(arguments)
+  return output_dir, arguments
+
+
+def test_variants_name_encoding_options_or_any_config_key():
+  variant = sweep.parse_variant('legendre:grid=open:model.pos_encoding_placement=after_encoder')
+  assert variant.encoding == 'legendre'
+  assert variant.overrides == (('model.pos_encoding', 'legendre'), ('model.pos_encoding_options.legendre.grid', 'open'),
+                               ('model.pos_encoding_placement', 'after_encoder'))
+  assert sweep.spec_of_directory(variant.directory) == variant.spec
+  assert sweep.spec_of_directory(sweep.parse_variant('rope:base=-1').directory) == 'rope:base=-1'
+  with pytest.raises(ValueError, match=r"'sine' is not one of \['none'"):
+    sweep.parse_variant('sine')
+  with pytest.raises(ValueError, match="'grid' is not KEY=VALUE"):
+    sweep.parse_variant('legendre:grid')
+
+
+def test_steps_to_target_is_the_first_crossing():
+  history = [{'step': 10, 'accuracy': 0.2}, {'step': 20, 'accuracy': 0.5}, {'step': 30, 'accuracy': 0.4}]
+  assert sweep.steps_to_target(history, 'accuracy', 0.45) == 20
+  assert sweep.steps_to_target(history, 'accuracy', 0.6) is None
+
+
+def test_summary_is_mean_and_sample_std_over_seeds():
+  rows = [{'variant': 'a', 'seed': s, 'test accuracy': v, 'steps to x': t}
+          for s, v, t in ((0, 0.5, 10), (1, 0.7, None), (2, 0.6, 30))]
+  (summary,) = sweep.summarize(rows, [sweep.Variant('a', 'none', ())])
+  accuracy = summary['columns']['test accuracy']
+  assert accuracy['mean'] == pytest.approx(0.6) and accuracy['std'] == pytest.approx(0.1)
+  assert summary['columns']['steps to x']['count'] == 2
+  table = sweep.markdown_table([summary], digits={'steps': 0, 'accuracy': 3})
+  assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
+
+
+def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
+  output_dir, arguments = tiny_sweep
+  for variant in ('none', 'learned'):
+    for seed in (0, 1):
+      workdir = os.path.join(output_dir, variant, f'seed_{seed}')
+      with open(os.path.join(workdir, 'config.json')) as f:
+        config = json.load(f)
+      assert config['seed'] == seed and config['model']['pos_encoding'] == variant
+      assert config['model']['num_layers'] == 1
+      assert [r['step'] for r in read_history(workdir, 'validation')] == [4, 8, 12]
+  with open(os.path.join(output_dir, 'runs.csv')) as f:
+    rows = list(csv.DictReader(f))
+  assert [(r['variant'], r['seed']) for r in rows] == [('none', '0'), ('none', '1'), ('learned', '0'), ('learned', '1')]
+  with open(os.path.join(output_dir, 'none', 'seed_1', 'results.json')) as f:
+    assert float(rows[1]['test accuracy']) == json.load(f)['test']['accuracy']
+  assert {r['steps to validation accuracy 0'] for r in rows} == {'4'}  # Target 0: reached at the first validation.
+  with open(os.path.join(output_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  values = [float(r['test accuracy']) for r in rows[:2]]
+  assert summary[0]['columns']['test accuracy']['mean'] == pytest.approx(np.mean(values))
+  assert os.path.getsize(os.path.join(output_dir, 'convergence.png')) > 0
+  # Re-running trains nothing: every run is finished, so only the table is rebuilt.
+  before = os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json'))
+  capsys.readouterr()
+  sweep.main(arguments)
+  assert 'training' not in capsys.readouterr().out
+  assert os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json')) == before
+
+
+def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_sweep):
+  output_dir, _ = tiny_sweep
+  length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--bounds=24,32,48',
+                              '--num_samples=20'])
+  with open(os.path.join(output_dir, 'length_generalisation', 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['buckets'] == ['test (<= 24)', '24-31', '32-47']
+  none, learned = summary['variants']['none'], summary['variants']['learned']
+  assert all(len(cell['values']) == 2 and cell['mean'] is not None for cell in none.values())
+  assert learned['test (<= 24)']['mean'] is not None
+  assert learned['24-31']['values'] == [None, None] and learned['32-47']['mean'] is None
+  test_scores = [json.load(open(os.path.join(output_dir, 'none', f'seed_{s}', 'results.json')))['test']['accuracy']
+                 for s in (0, 1)]
+  assert none['test (<= 24)']['values'] == pytest.approx(test_scores)
+  data_dir = os.path.join(output_dir, 'length_generalisation', 'data')
+  for path in os.listdir(data_dir):
+    low, high = map(int, path.split('_')[1].split('-'))
+    with open(os.path.join(data_dir, path)) as f:
+      rows = f.read().splitlines()[1:]
+    assert len(rows) == 20 and all(low <= len(listops_tokens(r)) <= high for r in rows)
+  with open(os.path.join(output_dir, 'length_generalisation', 'summary.md')) as f:
+    assert '| learned | 0.' in f.read().replace('cannot extrapolate', 'X')
+
+
+def listops_tokens(row: str) -> list[str]:
+  return [t for t in row.split('\t')[0].split() if t not in '()']
+
+
+def test_generator_label_modulus_writes_parity_labels(tmp_path):
+  options = listops.GeneratorOptions(max_depth=3, max_args=4, min_length=4, max_length=30, label_modulus=2)
+  tens = listops.generate(50, listops.GeneratorOptions(max_depth=3, max_args=4, min_length=4, max_length=30),
+                          random.Random(3))
+  parity = listops.generate(50, options, random.Random(3))
+  assert list(parity) == list(tens) and all(parity[e] == tens[e] % 2 for e in tens)
+  with pytest.raises(ValueError, match='label_modulus must be in 2..10'):
+    listops.GeneratorOptions(label_modulus=1)
+
+
+def test_generator_refuses_a_length_window_no_tree_reaches():
+  shallow = listops.GeneratorOptions(max_depth=3, max_args=4, min_length=0, max_length=100)
+  assert shallow.longest_tree() == 26  # [OP [OP 4 values ] x4 ]: 2 + 4 * (2 + 4).
+  with pytest.raises(ValueError, match='max_depth=3 and max_args=4 the longest has 26 tokens'):
+    listops.GeneratorOptions(max_depth=3, max_args=4, min_length=26, max_length=40)
+  listops.GeneratorOptions(max_depth=3, max_args=4, min_length=25, max_length=40)
+
+
+@pytest.mark.parametrize('encoding', ['chebyshev', 'sinusoidal'])
+def test_after_encoder_placement_leaves_cls_blind_to_order(encoding):
+  """Added after the encoder, a table reaches the [CLS] output only as its constant row 0."""
+  config = lra.get_config('cpu')
+  config.model.update(pos_encoding=encoding, emb_dim=16, qkv_dim=16, mlp_dim=32, classifier_dim=16, num_layers=1)
+  tokens = jnp.asarray([[3, 5, 7, 9, 11, 2, 0, 0]])
+  permuted = tokens[:, jnp.asarray([4, 2, 0, 3, 1, 5, 6, 7])]
+  outputs = {}
+  for placement in train.PLACEMENTS:
+    config.model.pos_encoding_placement = placement
+    model = train.create_model(config)
+    params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
+    outputs[placement] = [model.apply({'params': params}, t, train=False) for t in (tokens, permuted)]
+  np.testing.assert_allclose(*outputs['after_encoder'], atol=1e-5)
+  assert np.abs(outputs['input'][0] - outputs['input'][1]).max() > 1e-3
+
+
+def test_after_encoder_placement_needs_an_additive_encoding():
+  config = lra.get_config('cpu')
+  config.model.update(pos_encoding='rope', pos_encoding_placement='after_encoder')
+  with pytest.raises(ValueError, match=r"model.pos_encoding_placement='after_encoder' needs an additive encoding "
+                                       r"\(\['none', 'sinusoidal', 'learned', 'chebyshev', 'legendre'\]\)"):
+    train.create_model(config)
+  config.model.pos_encoding_placement = 'output'
+  with pytest.raises(ValueError, match='model.pos_encoding_placement'):
+    train.create_model(config)
+
+
+def test_metric_history_keeps_the_last_record_per_step_and_survives_a_cut_line(tmp_path):
+  writer = MetricWriter(str(tmp_path))
+  writer.write(10, {'accuracy': 0.1}, prefix='validation')
+  writer.write(10, {'loss': 2.0}, prefix='train')
+  writer.close()
+  with open(tmp_path / 'metrics.jsonl', 'a') as f:
+    f.write('{"step": 20, "prefix": "valid')  # A run killed mid-write.
+  writer = MetricWriter(str(tmp_path))  # The resumed run.
+  writer.write(10, {'accuracy': 0.3}, prefix='validation')
+  writer.write(20, {'accuracy': 0.4}, prefix='validation')
+  writer.close()
+  assert read_history(str(tmp_path), 'validation') == [
+      {'step': 10, 'prefix': 'validation', 'accuracy': 0.3}, {'step': 20, 'prefix': 'validation', 'accuracy': 0.4}]
+
+
+def test_sowed_attention_weights_are_the_ones_attention_uses():
+  keys = jax.random.split(jax.random.PRNGKey(0), 4)
+  query, key, value = (jax.random.normal(k, (2, 5, 3, 4)) for k in keys[:3])
+  bias = jax.random.normal(keys[3], (1, 3, 5, 5))
+  mask = jnp.arange(5)[None, None, None, :] < jnp.asarray([5, 3])[:, None, None, None]
+  weights = attention_weights(query, key, bias=bias, mask=mask)
+  np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+  assert float(weights[1, :, :, 3:].max()) == 0.0
+  np.testing.assert_allclose(jnp.einsum('bhqk,bkhd->bqhd', weights, value),
+                             attend(query, key, value, bias=bias, mask=mask), atol=1e-5)
+
+
+def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
+  sinusoidal = encodings.sinusoidal_table(64, 64)
+  assert diagnostics.high_dimension_fraction(sinusoidal) > 0.2
+  assert diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
+  legendre = encodings.legendre_table(64, 64)
+  assert diagnostics.high_dimension_fraction(legendre) == 0.0
+
+
+@pytest.mark.parametrize('encoding,kind,width', [
+    ('none', 'none', None), ('sinusoidal', 'rows', 32), ('learned', 'rows', 32), ('rope', 'rows', 8),
+    ('alibi', 'bias', None), ('t5', 'bias', None), ('chebyshev', 'rows', 32), ('legendre', 'rows', 32)])
+def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
+  options = encodings.REGISTRY[encoding].Options()
+  found, values = diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
+                                             params=None)
+  assert found == kind
+  if kind == 'rows':
+    assert values.shape == (20, width)
+  if encoding == 'legendre':
+    np.testing.assert_allclose(values, encodings.legendre_table(20, 32), rtol=1e-6)
+  if encoding == 'rope':  # [cos, sin] rows: dot products are sums of cos(angle differences).
+    np.testing.assert_allclose(values @ values.T, (values @ values.T).T, atol=1e-5)
+    np.testing.assert_allclose(np.diag(values @ values.T), 4.0, rtol=1e-5)
+  if kind == 'bias':
+    assert values.shape == (4, 20, 20)
+
+
+def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
+  output_dir, _ = tiny_sweep
+  workdir = os.path.join(output_dir, 'learned', 'seed_0')
+  diagnostics.main([f'--output_dir={tmp_path}', f'--workdir={workdir}', '--expression=[MAX 2 [MIN 4 7 ] 0 ]',
+                    '--lengths=8,16'])
+  with open(tmp_path / 'summary.json') as f:
+    summary = json.load(f)
+  assert summary['learned']['shape'] == [25, 16]  # data.max_length 24 + [CLS], emb_dim 16.
+  assert summary['attention'] == {'expression': '[MAX 2 [MIN 4 7 ] 0 ]', 'prediction': summary['attention']['prediction'],
+                                  'layers': 1, 'heads': 4}
+  assert os.path.getsize(tmp_path / 'attention_learned.png') > 0
+  with pytest.raises(ValueError, match="'\\[MUL'"):
+    diagnostics.listops_attention(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
+
+
+@pytest.mark.parametrize('variant', lra.VARIANTS)
+def test_every_listops_config_variant_is_valid(variant):
+  config = lra.get_config(variant)
+  train.create_model(config)
+  options = listops.GeneratorOptions(**{k: v for k, v in config.data.generator.items()
+                                        if k in listops.GeneratorOptions.__dataclass_fields__})
+  assert options.max_length <= config.data.max_length + 1
+  assert config.data.num_classes == options.label_modulus
