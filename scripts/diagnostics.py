@@ -25,7 +25,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+import matplotlib
 import numpy as np
+
+matplotlib.use('Agg')  # Files only; no display.
+import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,6 +37,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
+from lra_posenc.listops import input_pipeline, train  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
@@ -110,10 +115,6 @@ def row_diagnostics(rows: np.ndarray, lengths: Sequence[int]) -> dict:
 
 
 def plot_rows(title: str, rows: np.ndarray, similarity: np.ndarray, stats: dict, path: str) -> None:
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
   figure, axes = plt.subplots(2, 3, figsize=(15, 9))
   image = axes[0, 0].imshow(rows.T, aspect='auto', cmap='RdBu_r', interpolation='nearest')
   figure.colorbar(image, ax=axes[0, 0])
@@ -142,10 +143,6 @@ def plot_rows(title: str, rows: np.ndarray, similarity: np.ndarray, stats: dict,
 
 
 def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
   figure, axes = plt.subplots(1, 2, figsize=(12, 5))
   image = axes[0].imshow(bias.mean(0), cmap='viridis', interpolation='nearest')
   figure.colorbar(image, ax=axes[0])
@@ -165,12 +162,6 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
 
 def listops_attention(workdir: str, expression: str, path: str) -> dict:
   """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
-  from lra_posenc.listops import input_pipeline, train
-
   config, params, step = restore_best(workdir)
   if 'generator' not in config.data:
     raise ValueError(f'{workdir}: attention maps are drawn for ListOps runs; this run is not one')

@@ -14,8 +14,9 @@ sacreBLEU per bucket of source length in the run's SentencePiece ids (training d
 pairs over data.max_length ids).
 
 An encoding that cannot extrapolate (learned, chebyshev with its max_len normalisation)
-is reported as such for the buckets it cannot read. Writes SWEEP_DIR/length_generalisation/
-{runs.csv, summary.json, summary.md, length_generalisation.png}.
+is reported as such for the buckets it cannot read. Writes runs.csv, summary.json,
+summary.md and length_generalisation.png into SWEEP_DIR/length_generalisation (or --report_dir).
+Each run's scores are kept in its workdir (length_scores.json), so a re-run scores only new runs.
 """
 import argparse
 import csv
@@ -25,24 +26,37 @@ import os
 import random
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import jax
+import matplotlib
 import ml_collections
 import numpy as np
 
+matplotlib.use('Agg')  # Files only; no display.
+import matplotlib.pyplot as plt  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
+from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
+from lra_posenc.listops import train as listops_train  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
+from lra_posenc.translation import train as translation_train  # noqa: E402
 from sweep import spec_of_directory  # noqa: E402
 
 CANNOT_EXTRAPOLATE = 'cannot extrapolate'
+CACHE_FILE = 'length_scores.json'
 
 
 def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
-  """(variant, workdir) of every run with a results.json, in a stable order."""
+  """(variant, workdir) of every run with a results.json, encodings in registry order."""
   runs = []
-  for variant in sorted(os.listdir(sweep_dir)):
+  order = list(encodings.REGISTRY)
+  for variant in sorted(os.listdir(sweep_dir), key=lambda d: (order.index(d.split('__')[0]) if d.split('__')[0]
+                                                              in order else len(order), d)):
     variant_dir = os.path.join(sweep_dir, variant)
     if not os.path.isdir(variant_dir):
       continue
@@ -77,13 +91,9 @@ def listops_length_set(spec: dict, low: int, high: int, num_samples: int, data_d
 
 def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_dir: str) -> dict[str, dict]:
   """Per bucket: accuracy of the best checkpoint (None if the encoding cannot reach it) and the majority class."""
-  import jax
-
-  from lra_posenc.listops import input_pipeline, train
-
   config, params, _ = restore_best(workdir)
-  model = train.create_model(config)
-  metrics = jax.jit(lambda p, batch: train.classification_metrics(model, p, batch, None))
+  model = listops_train.create_model(config)
+  metrics = jax.jit(lambda p, batch: listops_train.classification_metrics(model, p, batch, None))
   test_dir = config.data.data_dir or os.path.join(workdir, 'data')
   sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
   for low, high in zip(bounds[:-1], bounds[1:]):
@@ -91,7 +101,7 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
                                      high - 1)
   scores = {}
   for label, (path, max_length) in sets.items():
-    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=config.data.num_classes)
+    dataset, _ = listops_input.read_split(path, max_length=max_length, num_classes=config.data.num_classes)
     targets = dataset.arrays['targets']
     majority = float(np.bincount(targets).max() / len(targets))
     try:
@@ -108,14 +118,12 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
 
 def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
   """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits."""
-  from lra_posenc.translation import input_pipeline, train
-
   with open(os.path.join(workdir, 'config.json')) as f:
     data = ml_collections.ConfigDict(json.load(f)['data'])
-  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint)
+  tokenizers = translation_input.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint)
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:
-    text = train.read_text(data, split)
+    text = translation_train.read_text(data, split)
     path = os.path.join(workdir, 'translations', f'{split}.{data.target_lang}')
     with open(path, encoding='utf-8') as f:
       written = f.read().split('\n')[:len(text.targets)]
@@ -131,9 +139,24 @@ def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
     rows = np.flatnonzero((lengths >= low) & (lengths < high))
     label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
     if len(rows):
-      bleu = train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows])['bleu']
+      bleu = translation_train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows])['bleu']
       scores[label] = {'score': bleu, 'examples': int(len(rows))}
   return scores
+
+
+def cached(workdir: str, key: str, score: Callable[[], dict]) -> dict:
+  """`score()`, kept in WORKDIR/length_scores.json under `key` so that re-runs score only new runs."""
+  path = os.path.join(workdir, CACHE_FILE)
+  cache = {}
+  if os.path.exists(path):
+    with open(path) as f:
+      cache = json.load(f)
+  if key not in cache:
+    cache[key] = score()
+    with open(path + '.tmp', 'w') as f:
+      json.dump(cache, f, indent=1)
+    os.replace(path + '.tmp', path)
+  return cache[key]
 
 
 def summarize(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
@@ -173,10 +196,6 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
 
 
 def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, ylabel: str, path: str) -> None:
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
   figure, axes = plt.subplots(figsize=(8, 5))
   positions = np.arange(len(buckets))
   for variant, cells in summary.items():
@@ -201,17 +220,20 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
   parser.add_argument('--bounds', required=True, help='Comma-separated increasing bucket edges, in tokens.')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
+  parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
   args = parser.parse_args(argv)
   bounds = [int(b) for b in args.bounds.split(',')]
   if len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1:
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
-  output_dir = os.path.join(args.sweep_dir, 'length_generalisation')
+  output_dir = args.report_dir or os.path.join(args.sweep_dir, 'length_generalisation')
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
     if args.task == 'listops':
-      scores = listops_scores(workdir, bounds, args.num_samples, os.path.join(output_dir, 'data'))
+      data_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')
+      scores = cached(workdir, f'listops {bounds} {args.num_samples}',
+                      lambda: listops_scores(workdir, bounds, args.num_samples, data_dir))
     else:
-      scores = translation_scores(workdir, bounds)
+      scores = cached(workdir, f'translation {bounds}', lambda: translation_scores(workdir, bounds))
     for bucket, score in scores.items():
       rows.append({'variant': variant, 'workdir': workdir, 'bucket': bucket, 'score': score['score'],
                    'examples': score['examples']})

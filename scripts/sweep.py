@@ -13,7 +13,7 @@ A variant is an encoding name, optionally with overrides: `legendre:grid=open:po
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. Finished runs (results.json) are skipped and interrupted ones resume
 from their checkpoints, so re-running the command completes a sweep; adding seeds or
-variants only trains the new runs. Then it writes, into OUTPUT_DIR:
+variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
   runs.csv       one row per run: test scores, best validation score, steps to the target, wall time;
   summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
   summary.md     the same as a Markdown table;
@@ -30,6 +30,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+
+import matplotlib
+import numpy as np
+
+matplotlib.use('Agg')  # Files only; no display.
+import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -180,11 +186,6 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
 
 def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: str, title: str) -> None:
   """Validation `metric` against step: per variant the mean over seeds, shaded from min to max."""
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-  import numpy as np
-
   figure, axes = plt.subplots(figsize=(8, 5))
   for variant, runs in histories.items():
     steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
@@ -205,8 +206,8 @@ def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: 
 
 
 def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,
-             target: float) -> list[dict]:
-  """Writes runs.csv, summary.json, summary.md and convergence.png from the finished runs."""
+             target: float, report_dir: str) -> list[dict]:
+  """Writes runs.csv, summary.json, summary.md and convergence.png into `report_dir` from the finished runs."""
   rows, histories = [], {}
   for variant in variants:
     for seed in seeds:
@@ -218,18 +219,19 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   if not rows:
     raise FileNotFoundError(f'{output_dir}: no finished runs to tabulate')
   columns = list(dict.fromkeys(column for row in rows for column in row))
-  with open(os.path.join(output_dir, 'runs.csv'), 'w', newline='') as f:
+  os.makedirs(report_dir, exist_ok=True)
+  with open(os.path.join(report_dir, 'runs.csv'), 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
   summaries = summarize(rows, variants)
-  with open(os.path.join(output_dir, 'summary.json'), 'w') as f:
+  with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
   table = markdown_table(summaries, digits={'steps': 0, 'minutes': 1, 'validation': 3,
                                             task.test_metric: 3 if task.test_metric == 'accuracy' else 2})
-  with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
+  with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
-  plot_convergence(histories, task.validation_metric, os.path.join(output_dir, 'convergence.png'),
+  plot_convergence(histories, task.validation_metric, os.path.join(report_dir, 'convergence.png'),
                    os.path.basename(os.path.normpath(output_dir)))
   print(table)
   return summaries
@@ -254,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       metavar='KEY=VALUE', help='A config override for every run (repeatable).')
   parser.add_argument('--target', type=float, default=None,
                       help='Validation score for the steps-to-target column (default: per task).')
+  parser.add_argument('--report_dir', help='Where the tables and plots go (default: --output_dir), e.g. results/.')
   parser.add_argument('--tabulate_only', action='store_true', help='Do not train; tabulate finished runs.')
   args = parser.parse_args(argv)
   task = TASKS[args.task]
@@ -274,7 +277,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if run(command, workdir):
           failed.append(workdir)
           print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
-  tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target)
+  tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target,
+           args.report_dir or args.output_dir)
   if failed:
     sys.exit(f'{len(failed)} run(s) failed: {failed}')
 

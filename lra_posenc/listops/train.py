@@ -17,9 +17,9 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
-from lra_posenc import encodings
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import cli, trainer
