@@ -186,7 +186,8 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
         ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=5)
         ax.set_yticks(range(len(labels)), labels, fontsize=5)
   prediction = int(np.argmax(logits[0]))
-  figure.suptitle(f'{config.model.pos_encoding}, best step {step}: {expression} -> predicted {prediction}')
+  figure.suptitle(f'{config.model.pos_encoding}, best step {step}: {expression} -> predicted {prediction} '
+                  '(rows: queries, columns: keys)')
   figure.tight_layout()
   figure.savefig(path, dpi=100)
   plt.close(figure)
