@@ -45,7 +45,7 @@ from lra_posenc.listops import train as listops_train  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
-from sweep import spec_of_directory  # noqa: E402
+from sweep import save_line_plot, spec_of_directory  # noqa: E402
 
 CANNOT_EXTRAPOLATE = 'cannot extrapolate'
 CACHE_FILE = 'length_scores.json'
@@ -205,13 +205,8 @@ def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | Non
   if baseline:
     axes.plot(positions, [baseline[b] for b in buckets], 'k--', label='majority class')
   axes.set_xticks(positions, buckets)
-  axes.set_xlabel('length bucket (tokens)')
-  axes.set_ylabel(ylabel)
-  axes.grid(alpha=0.3)
-  axes.legend(fontsize='small')
-  figure.tight_layout()
-  figure.savefig(path, dpi=120)
-  plt.close(figure)
+  axes.set(xlabel='length bucket (tokens)', ylabel=ylabel)
+  save_line_plot(figure, axes, path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -195,9 +195,12 @@ def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: 
     line, = axes.plot(steps, values.mean(0), label=f'{variant} (n={len(runs)})')
     if len(runs) > 1:
       axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
-  axes.set_xlabel('step')
-  axes.set_ylabel(f'validation {metric}')
-  axes.set_title(title)
+  axes.set(xlabel='step', ylabel=f'validation {metric}', title=title)
+  save_line_plot(figure, axes, path)
+
+
+def save_line_plot(figure, axes, path: str) -> None:
+  """The comparison plots' common finish: grid, legend, PNG, figure closed."""
   axes.grid(alpha=0.3)
   axes.legend(fontsize='small')
   figure.tight_layout()
