@@ -81,11 +81,7 @@ def listops_length_set(spec: dict, low: int, high: int, num_samples: int, data_d
   path = os.path.join(data_dir, f'length_{bucket_label(low, high)}_seed{spec["seed"]}_n{num_samples}_{name}.tsv')
   if not os.path.exists(path):
     os.makedirs(data_dir, exist_ok=True)
-    samples = generator.generate(num_samples, options, random.Random(spec['seed'] * 1_000_003 + low))
-    with open(path + '.tmp', 'w', encoding='utf-8', newline='\n') as f:
-      f.write('Source\tTarget\n')
-      f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
-    os.replace(path + '.tmp', path)
+    generator.write_tsv(path, generator.generate(num_samples, options, random.Random(spec['seed'] * 1_000_003 + low)))
   return path
 
 

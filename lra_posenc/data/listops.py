@@ -110,12 +110,17 @@ def write_splits(output_dir: str, seed: int, sizes: dict[str, int], options: Gen
     samples = generate(sizes[split], options, rng, exclude=frozenset(seen))
     seen.update(samples)
     paths[split] = os.path.join(output_dir, f'basic_{split}.tsv')
-    temporary = paths[split] + '.tmp'
-    with open(temporary, 'w', encoding='utf-8', newline='\n') as f:
-      f.write('Source\tTarget\n')
-      f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
-    os.replace(temporary, paths[split])
+    write_tsv(paths[split], samples)
   return paths
+
+
+def write_tsv(path: str, samples: dict[str, int]) -> None:
+  """LRA's `Source<TAB>Target` file of `samples`, written whole or not at all."""
+  temporary = path + '.tmp'
+  with open(temporary, 'w', encoding='utf-8', newline='\n') as f:
+    f.write('Source\tTarget\n')
+    f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
+  os.replace(temporary, path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
