@@ -1,97 +1,154 @@
-"""Train-step throughput of ListOps models, per positional encoding, with the trainer's own pmapped step.
+"""Speed of the trainer's steps per positional encoding; the input pipeline's cost; device scaling.
 
-    python scripts/benchmark.py --config=configs/listops/lra.py:cpu --encodings=none,sinusoidal,rope \\
-        --windows=5 --steps_per_window=20 --out=benchmark.json
+Every encoding at one setting, with step times as ratios to `none` (train, eval and, for
+translation, beam-search decoding; compile time, memory, model TFLOP/s and MFU):
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --encodings=all \\
+        --out=runs/benchmark/listops_cpu.json
+Any config key can be overridden, as in training (here the LRA shape in bfloat16):
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py \\
+        --config.model.dtype=bfloat16 --encodings=none,rope
+The real input pipeline and train loop against the same batches held on device:
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --pipeline \\
+        --workdir=runs/benchmark/pipeline
+Data parallelism over forced CPU devices (one process per count; the first-step losses
+must agree, as the global batch is the same):
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --device_counts=1,2,4
 
-Batches are synthetic (random tokens of the config's shape, in device memory), so this
-times the model and optimizer alone. For each encoding: compile time of the first step,
-then, after one untimed warm-up window, the median over timed windows
-(device-synchronised) of steps/s and tokens/s, and
-the step time as a ratio to the first encoding listed (put `none` first).
+Batches are synthetic unless --pipeline. MFU needs the device's peak (known GPUs, or
+--peak_tflops); it is left empty on CPUs.
 """
-import argparse
-import functools
 import json
 import os
-import statistics
+import subprocess
 import sys
-import time
+import tempfile
 
-import flax
 import jax
-import jax.numpy as jnp
-import numpy as np
-from flax.training import train_state
+from absl import app, flags
+from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs.listops import lra  # noqa: E402
-from lra_posenc.listops import train  # noqa: E402
-from lra_posenc.training import optim, trainer  # noqa: E402
+from lra_posenc import benchmarking, encodings  # noqa: E402
+from lra_posenc.validation import check_choice  # noqa: E402
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')
+flags.DEFINE_enum('task', 'listops', sorted(benchmarking.WORKLOADS), 'Which task the config belongs to.')
+flags.DEFINE_string('encodings', '', "Comma-separated encodings, or 'all'; empty: the config's own.")
+flags.DEFINE_integer('windows', 5, 'Timed windows (after one warm-up window); the median counts.')
+flags.DEFINE_integer('steps_per_window', 20, 'Steps per timed window.')
+flags.DEFINE_bool('eval', True, 'Also time the eval step.')
+flags.DEFINE_bool('decode', True, 'Also time beam-search decoding (translation).')
+flags.DEFINE_float('peak_tflops', None, "Peak TFLOP/s per device for MFU, where the device's is not known.")
+flags.DEFINE_bool('pipeline', False, 'Compare the real input pipeline and train loop with on-device batches.')
+flags.DEFINE_string('workdir', '', 'With --pipeline: data and the short real run go here.')
+flags.DEFINE_string('device_counts', '', 'Comma-separated forced CPU device counts to compare, one process each.')
+flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
-def benchmark(config, *, windows: int, steps_per_window: int) -> dict:
-  """Compile seconds and median steps/s of the pmapped train step for `config`."""
-  model = train.create_model(config)
-  batch_size, length = config.training.batch_size, config.data.max_length
-  rng = np.random.default_rng(0)
-  batch = trainer.shard({
-      'inputs': rng.integers(1, 16, (batch_size, length), dtype=np.int32),
-      'targets': rng.integers(0, config.data.num_classes, (batch_size,), dtype=np.int32),
-      'weight': np.ones((batch_size,), np.float32)})
-  batch = next(flax.jax_utils.prefetch_to_device(iter([batch]), size=1))  # On the devices once, not per step.
-  task = trainer.Task(
-      init_params=lambda key: model.init({'params': key}, jnp.zeros((1, length), jnp.int32), train=False)['params'],
-      metrics=functools.partial(train.classification_metrics, model), train_batches=None, eval_batches=None,
-      selection_metric='accuracy', artifacts={}, baselines={})
-  tx = optim.create_optimizer(config.optimizer, config.training.num_train_steps)
-  state = train_state.TrainState.create(apply_fn=None, params=jax.jit(task.init_params)(jax.random.PRNGKey(0)), tx=tx)
-  state = flax.jax_utils.replicate(state)
-  step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(1))
-  p_train_step = jax.pmap(lambda s, b, r: trainer.train_step(s, b, r, task=task), axis_name=trainer.AXIS,
-                          donate_argnums=0)
-  start = time.perf_counter()
-  state, metrics, _ = p_train_step(state, batch, step_rng)
-  jax.block_until_ready(metrics)
-  compile_seconds = time.perf_counter() - start
-  rates = []
-  for window in range(windows + 1):  # The first window warms up and is not counted.
-    start = time.perf_counter()
-    for _ in range(steps_per_window):
-      state, metrics, _ = p_train_step(state, batch, step_rng)
-    jax.block_until_ready((state, metrics))
-    if window:
-      rates.append(steps_per_window / (time.perf_counter() - start))
-  steps_per_second = statistics.median(rates)
-  return {'compile_seconds': compile_seconds, 'steps_per_second': steps_per_second,
-          'tokens_per_second': steps_per_second * batch_size * length, 'window_steps_per_second': rates}
+def throughput(config, encoding_names: list[str]) -> dict:
+  """Train (and eval, decode) figures per encoding, with step-time ratios to `none` (or the first).
+
+  Train steps of all encodings are compiled first, then timed in interleaved windows.
+  """
+  configs, workloads, timers = {}, {}, {}
+  for name in encoding_names:
+    configs[name] = config.copy_and_resolve_references()
+    configs[name].model.pos_encoding = name
+    workloads[name] = benchmarking.WORKLOADS[FLAGS.task](configs[name])
+    timers[name] = benchmarking.TrainStepTimer(configs[name], workloads[name])
+  seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
+  results = {name: {'train': timers[name].summary(seconds[name], FLAGS.steps_per_window, FLAGS.peak_tflops)}
+             for name in encoding_names}
+  del timers
+  for name, measured in results.items():
+    timing = dict(windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
+    if FLAGS.eval:
+      measured['eval'] = benchmarking.measure_evaluation(configs[name], workloads[name], **timing)
+    if FLAGS.decode and workloads[name].translator:
+      measured['decode'] = benchmarking.measure_decoding(configs[name], workloads[name], windows=FLAGS.windows)
+  reference = 'none' if 'none' in results else encoding_names[0]
+  for measured in results.values():
+    measured['step_time_ratio'] = (results[reference]['train']['steps_per_second']
+                                   / measured['train']['steps_per_second'])
+  print_table(results, reference)
+  return {'reference': reference, 'encodings': results}
 
 
-def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--config', default='cpu', help="lra.py's argument: 'cpu' or 'lra'.")
-  parser.add_argument('--encodings', default='none,sinusoidal,learned,rope,alibi,t5,chebyshev,legendre')
-  parser.add_argument('--windows', type=int, default=5)
-  parser.add_argument('--steps_per_window', type=int, default=20)
-  parser.add_argument('--out', default='')
-  args = parser.parse_args(argv)
-  results = {'device': str(jax.devices()[0].device_kind), 'devices': jax.local_device_count(),
-             'config': args.config, 'encodings': {}}
-  baseline = None
-  print(f'{"encoding":<12} {"compile s":>9} {"steps/s":>9} {"tokens/s":>11} {"step time / first":>18}')
-  for encoding in args.encodings.split(','):
-    config = lra.get_config(None if args.config == 'lra' else args.config)
-    config.model.pos_encoding = encoding
-    measured = benchmark(config, windows=args.windows, steps_per_window=args.steps_per_window)
-    baseline = baseline or measured['steps_per_second']
-    measured['step_time_ratio'] = baseline / measured['steps_per_second']
-    results['encodings'][encoding] = measured
-    print(f'{encoding:<12} {measured["compile_seconds"]:>9.2f} {measured["steps_per_second"]:>9.2f} '
-          f'{measured["tokens_per_second"]:>11.0f} {measured["step_time_ratio"]:>18.3f}')
-  if args.out:
-    with open(args.out, 'w') as f:
+def print_table(results: dict, reference: str) -> None:
+  columns = ['encoding', 'compile s', 'steps/s', 'tokens/s', f'time/{reference}', 'TFLOP/s', 'MFU', 'MiB/device',
+             'eval ex/s', 'decode sent/s']
+  rows = []
+  for name, measured in results.items():
+    train, evaluation, decode = measured['train'], measured.get('eval'), measured.get('decode')
+    rows.append([name, f'{train["compile_seconds"]:.1f}', f'{train["steps_per_second"]:.2f}',
+                 f'{train["tokens_per_second"]:.0f}', f'{measured["step_time_ratio"]:.3f}',
+                 f'{train["model_tflops_per_second"]:.3f}', '-' if train['mfu'] is None else f'{train["mfu"]:.1%}',
+                 f'{(train["peak_bytes_in_use"] or train["compiled_bytes_per_device"]) / 2**20:.0f}',
+                 f'{evaluation["examples_per_second"]:.0f}' if evaluation else '-',
+                 f'{decode["sentences_per_second"]:.1f}' if decode else '-'])
+  widths = [max(len(str(row[i])) for row in rows + [columns]) for i in range(len(columns))]
+  for row in [columns] + rows:
+    print('  '.join(str(cell).rjust(width) for cell, width in zip(row, widths)))
+
+
+def scaling(device_counts: list[int]) -> dict:
+  """This script's throughput run once per forced CPU device count, in processes of their own."""
+  runs = {}
+  forwarded = [a for a in sys.argv[1:] if not a.startswith(('--device_counts', '--out', '--encodings'))]
+  for count in device_counts:
+    with tempfile.TemporaryDirectory() as scratch:
+      out = os.path.join(scratch, 'run.json')
+      env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={count}', 'JAX_PLATFORMS': 'cpu'}
+      subprocess.run([sys.executable, os.path.abspath(__file__), *forwarded, f'--encodings={_encodings()[0]}',
+                      f'--out={out}'], env=env, check=True)
+      with open(out) as f:
+        run = json.load(f)
+    runs[count] = next(iter(run['encodings'].values()))['train']
+  base = runs[device_counts[0]]
+  print(f'{"devices":>7} {"steps/s":>9} {"speed-up":>9} {"first-step loss":>16}')
+  for count, train in runs.items():
+    print(f'{count:>7} {train["steps_per_second"]:>9.2f} {train["steps_per_second"] / base["steps_per_second"]:>9.2f} '
+          f'{train["first_step_loss"]:>16.7f}')
+  return {'device_counts': {str(k): v for k, v in runs.items()}}
+
+
+def _encodings() -> list[str]:
+  if FLAGS.encodings == 'all':
+    return list(encodings.REGISTRY)
+  names = [n for n in FLAGS.encodings.split(',') if n] or [FLAGS.config.model.pos_encoding]
+  for name in names:
+    check_choice('--encodings', name, encodings.REGISTRY)
+  return names
+
+
+def main(argv) -> None:
+  del argv
+  config = FLAGS.config
+  device = jax.local_devices()[0]
+  results = {'task': FLAGS.task, 'device_kind': device.device_kind, 'platform': device.platform,
+             'local_devices': jax.local_device_count(), 'jax': jax.__version__, 'model': config.model.to_dict(),
+             'batch_size': {'train': config.training.batch_size, 'eval': config.evaluation.batch_size},
+             'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}
+  if FLAGS.device_counts:
+    results |= scaling([int(c) for c in FLAGS.device_counts.split(',')])
+  elif FLAGS.pipeline:
+    if not FLAGS.workdir:
+      raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')
+    gap = benchmarking.pipeline_gap(config, FLAGS.task, FLAGS.workdir, windows=FLAGS.windows,
+                                    steps_per_window=FLAGS.steps_per_window)
+    print(f'synthetic {gap["synthetic_steps_per_second"]:.2f} steps/s, real pipeline and loop '
+          f'{gap["real_steps_per_second"]:.2f} steps/s: gap {gap["gap"]:.1%}')
+    results['pipeline'] = gap
+  else:
+    results |= throughput(config, _encodings())
+  if FLAGS.out:
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+    with open(FLAGS.out, 'w') as f:
       json.dump(results, f, indent=2)
 
 
 if __name__ == '__main__':
-  main()
+  flags.mark_flags_as_required(['config'])
+  app.run(main)

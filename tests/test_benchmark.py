@@ -1,20 +1,156 @@
-"""scripts/benchmark.py runs the trainer's step for each encoding and reports consistent figures."""
+"""The benchmark harness: FLOP counts, timing, MFU, decoding, the pipeline gap and the CLI."""
 import json
 import os
+import subprocess
 import sys
 
-SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'scripts')
+import jax
+import numpy as np
+import pytest
+
+from configs.listops import lra
+from configs.translation import multi30k
+from conftest import tiny_config
+from lra_posenc import benchmarking
+from lra_posenc.listops import train as listops_train
+from lra_posenc.models import flops
+from lra_posenc.translation.translator import create_model
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_benchmark_reports_every_encoding_against_the_first(tmp_path, capsys):
-  sys.path.insert(0, SCRIPTS_DIR)
-  import benchmark
+def small_listops_config(**model):
+  config = lra.get_config('cpu')
+  config.data.max_length = 16
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=48, classifier_dim=24, num_heads=4, num_layers=2, **model)
+  config.training.batch_size = 8
+  config.evaluation.batch_size = 8
+  return config
+
+
+def small_translation_config(**model):
+  config = multi30k.get_config('sweep')
+  config.data.update(max_length=12, max_eval_length=14)
+  config.data.tokenizer.vocab_size = 50
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=48, num_heads=4, num_layers=1, **model)
+  config.training.batch_size = 4
+  config.evaluation.batch_size = 4
+  config.decoding.beam_size = 2
+  return config
+
+
+@pytest.mark.parametrize('pooling,pos_encoding', [('cls', 'none'), ('mean', 't5'), ('cls', 'rope')])
+def test_classifier_flops_match_the_traced_matrix_products(pooling, pos_encoding):
+  config = small_listops_config(pooling=pooling, pos_encoding=pos_encoding)
+  model = listops_train.create_model(config)
+  tokens = np.ones((3, 16), np.int32)
+  params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
+  forward = lambda p, t: model.apply({'params': p}, t, train=False)
+  per_example = flops.classifier_flops(model.config, 16 + (pooling == 'cls'), 24, 10)
+  assert flops.traced_matmul_flops(forward, params, tokens) == 3 * per_example
+  gradient = jax.grad(lambda p, t: forward(p, t).sum())
+  assert flops.traced_matmul_flops(gradient, params, tokens) == flops.TRAIN_STEP_FACTOR * 3 * per_example
+
+
+@pytest.mark.parametrize('share_embeddings', [True, False])
+def test_seq2seq_flops_match_the_traced_matrix_products(share_embeddings):
+  config = small_translation_config(share_embeddings=share_embeddings)
+  config.data.tokenizer.joint = share_embeddings
+  model = create_model(config, 40 if share_embeddings else 50, 40)
+  sources, targets = np.ones((2, 9), np.int32), np.ones((2, 7), np.int32)
+  params = model.init(jax.random.PRNGKey(0), sources, targets, train=False)['params']
+  forward = lambda p: model.apply({'params': p}, sources, targets, train=False)
+  per_example = flops.seq2seq_flops(model.config, 9, 7, 40)
+  assert flops.traced_matmul_flops(forward, params) == 2 * per_example
+
+
+def test_traced_flops_count_scan_trips_and_refuse_while_loops():
+  matmul = lambda x: x @ x
+  x = np.ones((4, 4), np.float32)
+  assert flops.traced_matmul_flops(matmul, x) == 2 * 4 ** 3
+  assert flops.traced_matmul_flops(lambda x: jax.lax.scan(lambda c, _: (matmul(c), None), x, None, 5)[0], x) \
+      == 5 * 2 * 4 ** 3
+  with pytest.raises(ValueError, match='while loop'):
+    flops.traced_matmul_flops(lambda x: jax.lax.while_loop(lambda c: c.sum() < 0, matmul, x), x)
+
+
+def test_peak_flops_by_device_kind_and_dtype():
+  assert benchmarking.peak_flops('NVIDIA H100 80GB HBM3', 'bfloat16') == 989.4e12
+  assert benchmarking.peak_flops('NVIDIA H100 PCIe', 'float32') == 378.0e12
+  assert benchmarking.peak_flops('NVIDIA H200', 'bfloat16') == 989.4e12
+  assert benchmarking.peak_flops('cpu', 'float32') is None
+
+
+def test_train_timer_figures_are_consistent():
+  config = small_listops_config()
+  workload = benchmarking.listops_workload(config)
+  timers = {name: benchmarking.TrainStepTimer(config, workload) for name in ('a', 'b')}
+  seconds = benchmarking.interleaved_windows(timers, windows=3, steps_per_window=2)
+  assert [len(s) for s in seconds.values()] == [3, 3]
+  summary = timers['a'].summary(seconds['a'], 2, peak_tflops=0.5)
+  assert summary['steps_per_second'] == np.median([2 / s for s in seconds['a']])
+  assert summary['tokens_per_second'] == summary['steps_per_second'] * 8 * 16
+  model_flops = 3 * workload.forward_flops * 8 * summary['steps_per_second']
+  assert summary['model_tflops_per_second'] == pytest.approx(model_flops / 1e12)
+  assert summary['mfu'] == pytest.approx(model_flops / (0.5e12 * jax.local_device_count()))
+  assert timers['a'].summary(seconds['a'], 2)['mfu'] is None  # No known peak for a CPU.
+  assert summary['compiled_bytes_per_device'] > 0 and summary['compile_seconds'] > 0
+  # Same seed, same batch: the first step's loss is that of an untrained 10-class model.
+  assert summary['first_step_loss'] == timers['b'].first_step_loss
+  assert abs(summary['first_step_loss'] - np.log(10)) < 1.0
+
+
+def test_evaluation_and_decoding_figures():
+  config = small_translation_config(dtype='bfloat16')
+  workload = benchmarking.translation_workload(config)
+  evaluation = benchmarking.measure_evaluation(config, workload, windows=2, steps_per_window=2)
+  assert evaluation['tokens_per_second'] == evaluation['examples_per_second'] * 2 * 12
+  decoding = benchmarking.measure_decoding(config, workload, windows=2)
+  assert decoding['sentences_per_second'] > 0 and decoding['beam_size'] == 2
+  assert 0 < decoding['output_ids_per_sentence'] <= 14
+
+
+def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir)
+  gap = benchmarking.pipeline_gap(config, 'listops', str(tmp_path), windows=2, steps_per_window=4)
+  assert len(gap['real_window_steps_per_second']) == 2
+  assert gap['gap'] == 1 - gap['real_steps_per_second'] / gap['synthetic_steps_per_second']
+  assert gap['real_steps_per_second'] > 0
+
+
+def run_cli(*args: str) -> str:
+  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *args],
+                             capture_output=True, text=True, timeout=600, env=os.environ | {'JAX_PLATFORMS': 'cpu'})
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  return completed.stdout
+
+
+SMALL_CLI = ['--task=listops', '--config=configs/listops/lra.py:cpu', '--config.data.max_length=16',
+             '--windows=2', '--steps_per_window=2']
+
+
+def test_cli_reports_every_encoding_against_none(tmp_path):
   out = tmp_path / 'benchmark.json'
-  benchmark.main(['--encodings=none,rope', '--windows=2', '--steps_per_window=2', f'--out={out}'])
+  stdout = run_cli(*SMALL_CLI, '--encodings=rope,none', f'--out={out}')
   results = json.loads(out.read_text())
-  assert list(results['encodings']) == ['none', 'rope']
+  assert results['reference'] == 'none' and list(results['encodings']) == ['rope', 'none']
   none, rope = results['encodings']['none'], results['encodings']['rope']
-  assert none['step_time_ratio'] == 1.0 and len(rope['window_steps_per_second']) == 2
-  assert rope['step_time_ratio'] == none['steps_per_second'] / rope['steps_per_second']
-  assert rope['tokens_per_second'] == rope['steps_per_second'] * 32 * 64  # The ':cpu' batch and length.
-  assert 'rope' in capsys.readouterr().out
+  assert none['step_time_ratio'] == 1.0
+  assert rope['step_time_ratio'] == none['train']['steps_per_second'] / rope['train']['steps_per_second']
+  assert rope['eval']['examples_per_second'] > 0 and 'decode' not in rope
+  assert 'time/none' in stdout and 'rope' in stdout
+
+
+def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):
+  out = tmp_path / 'scaling.json'
+  stdout = run_cli(*SMALL_CLI, '--device_counts=1,2', '--eval=false', f'--out={out}')
+  runs = json.loads(out.read_text())['device_counts']
+  assert list(runs) == ['1', '2']
+  np.testing.assert_allclose(runs['2']['first_step_loss'], runs['1']['first_step_loss'], rtol=1e-5)
+  assert 'speed-up' in stdout
+
+
+def test_cli_names_a_bad_encoding():
+  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *SMALL_CLI,
+                              '--encodings=fourier'], capture_output=True, text=True, timeout=300)
+  assert completed.returncode != 0 and "--encodings='fourier' is not one of" in completed.stderr

@@ -79,7 +79,7 @@ def run(config, workdir, should_stop=None):
 def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True) -> Seq2SeqTransformer:
   model = ml_collections.ConfigDict(dict(
       emb_dim=32, num_heads=4, num_layers=2, qkv_dim=32, mlp_dim=64, dropout_rate=0.0, attention_dropout_rate=0.0,
-      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config()))
+      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config(), dtype='float32'))
   return Seq2SeqTransformer(transformer_config(model, max_len=max_len), source_vocab_size=24, target_vocab_size=24,
                             share_embeddings=share_embeddings, bos_id=BOS_ID)
 

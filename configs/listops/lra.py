@@ -53,6 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_placement = 'input'  # Or 'after_encoder' (the Chebyshev-PE study's placement).
   config.model.pos_encoding_options = encodings.options_config()
+  config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
 
   config.optimizer = ml_collections.ConfigDict()
   config.optimizer.schedule = 'rsqrt'

@@ -58,6 +58,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.share_embeddings = True
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_options = encodings.options_config()
+  config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
 
   config.loss = ml_collections.ConfigDict()
   config.loss.label_smoothing = 0.1

@@ -9,13 +9,18 @@ Array = jax.Array
 
 
 def attention_weights(query: Array, key: Array, *, bias: Array | None, mask: Array | None) -> Array:
-  """Softmax attention weights [batch, heads, q_length, k_length], in float32."""
-  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key) / jnp.sqrt(query.shape[-1]).astype(query.dtype)
+  """Softmax attention weights [batch, heads, q_length, k_length], in float32.
+
+  Logits accumulate in float32 whatever the inputs' dtype, as in `jax.nn.dot_product_attention`:
+  a bfloat16 ALiBi bias of -1000 would be off by up to 4.
+  """
+  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key, preferred_element_type=jnp.float32)
+  logits = logits / jnp.sqrt(query.shape[-1]).astype(jnp.float32)
   if bias is not None:
-    logits = logits + bias.astype(logits.dtype)
+    logits = logits + bias.astype(jnp.float32)
   if mask is not None:
-    logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
-  return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+  return jax.nn.softmax(logits, axis=-1)
 
 
 def attend(query: Array, key: Array, value: Array, *, bias: Array | None, mask: Array | None,
@@ -43,18 +48,19 @@ class MultiHeadAttention(nn.Module):
   attends over the whole cache, so `terms` and `mask` must then cover every cache
   position. Keys are cached before any rotation, so rotary terms apply unchanged.
   Applied with mutable=['intermediates'], it also records its attention weights there
-  (for diagnostics; computed only when asked for).
+  (for diagnostics; computed only when asked for). Projections compute in `dtype`.
   """
   num_heads: int
   qkv_dim: int
   dropout_rate: float = 0.0
   decode: bool = False
+  dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, *, mask: Array | None, terms: AttentionTerms,
                deterministic: bool, cache_index: Array | None = None) -> Array:
     head_dim = self.qkv_dim // self.num_heads
-    projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), name=name)
+    projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), dtype=self.dtype, name=name)
     query = projection('query')(inputs_q)
     key = projection('key')(inputs_kv)
     value = projection('value')(inputs_kv)
@@ -69,7 +75,7 @@ class MultiHeadAttention(nn.Module):
     dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
     out = attend(query, key, value, bias=terms.bias, mask=mask, dropout_rate=self.dropout_rate,
                  dropout_rng=dropout_rng)
-    return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), name='out')(out)
+    return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), dtype=self.dtype, name='out')(out)
 
   def _through_cache(self, key: Array, value: Array, cache_index: Array | None) -> tuple[Array, Array]:
     initialized = self.has_variable('cache', 'cached_key')

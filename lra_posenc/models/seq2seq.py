@@ -39,7 +39,7 @@ class Seq2SeqTransformer(nn.Module):
     self.encoder = Encoder(cfg)
     self.decoder = Decoder(cfg, decode=self.decode)
     if not self.share_embeddings:
-      self.output_projection = nn.Dense(self.target_vocab_size)
+      self.output_projection = nn.Dense(self.target_vocab_size, dtype=cfg.dtype)
 
   def encode(self, inputs: Array, *, train: bool) -> Array:
     return self.encoder(self.source_embed(inputs), valid=inputs != self.pad_id, deterministic=not train)
@@ -48,8 +48,10 @@ class Seq2SeqTransformer(nn.Module):
     """Logits [batch, length, target_vocab] for teacher-forced (or, with `decode`, one-step) inputs."""
     y = self.decoder(self.target_embed(decoder_inputs), encoded, encoder_valid=encoder_valid,
                      deterministic=not train)
-    if self.share_embeddings:
-      return self.target_embed.attend(y) / jnp.sqrt(y.shape[-1]).astype(y.dtype)
+    if self.share_embeddings:  # In the model's dtype, like every other matrix product; lookups stay float32.
+      dtype = self.config.dtype
+      logits = jnp.dot(y.astype(dtype), self.target_embed.embedding.astype(dtype).T)
+      return logits / jnp.sqrt(y.shape[-1]).astype(dtype)
     return self.output_projection(y)
 
   def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:

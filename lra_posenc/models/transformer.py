@@ -8,7 +8,7 @@ import ml_collections
 
 from lra_posenc import encodings
 from lra_posenc.models.attention import MultiHeadAttention
-from lra_posenc.training.config_checks import check_positive
+from lra_posenc.training.config_checks import check_positive, check_section_choice
 
 Array = jax.Array
 
@@ -26,6 +26,7 @@ class TransformerConfig:
   pos_encoding: str
   pos_encoding_options: object
   max_len: int
+  dtype: jnp.dtype = jnp.dtype(jnp.float32)
 
   @property
   def head_dim(self) -> int:
@@ -33,7 +34,11 @@ class TransformerConfig:
 
 
 CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
-               'pos_encoding', 'pos_encoding_options')
+               'pos_encoding', 'pos_encoding_options', 'dtype')
+# Computation dtypes of `model.dtype`. Parameters stay float32 either way; so do the residual
+# stream, embeddings, positional tables and biases, layer norms and softmax, so that low
+# precision touches only the matrix products (flax's dtype / param_dtype split).
+DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 
 
 def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> TransformerConfig:
@@ -41,9 +46,10 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
 
   Raises ValueError naming the key for shapes that cannot work: heads not dividing
   qkv_dim, odd rotary head dimension, a Chebyshev normalisation shorter than max_len,
-  or an unknown encoding or option.
+  or an unknown encoding, option or dtype.
   """
   check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim')
+  check_section_choice(model, 'model', 'dtype', DTYPES)
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
   if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:
@@ -56,18 +62,20 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
   return TransformerConfig(
       emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
       mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
-      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len)
+      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len,
+      dtype=jnp.dtype(DTYPES[model.dtype]))
 
 
 class MlpBlock(nn.Module):
   mlp_dim: int
   dropout_rate: float
+  dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x: Array, *, deterministic: bool) -> Array:
-    y = nn.gelu(nn.Dense(self.mlp_dim)(x))
+    y = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype)(x))
     y = nn.Dropout(self.dropout_rate)(y, deterministic=deterministic)
-    return nn.Dense(x.shape[-1])(y)
+    return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
 
 
 class EncoderBlock(nn.Module):
@@ -78,10 +86,10 @@ class EncoderBlock(nn.Module):
     cfg = self.config
     dropout = nn.Dropout(cfg.dropout_rate)
     y = nn.LayerNorm()(x)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate)(
+    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype)(
         y, y, mask=mask, terms=terms, deterministic=deterministic)
     x = x + dropout(y, deterministic=deterministic)
-    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate)(nn.LayerNorm()(x), deterministic=deterministic)
+    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
     return x + dropout(y, deterministic=deterministic)
 
 
@@ -122,14 +130,15 @@ class DecoderBlock(nn.Module):
     dropout = nn.Dropout(cfg.dropout_rate)
     y = nn.LayerNorm()(x)
     y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=self.decode,
-                           name='self_attention')(
+                           dtype=cfg.dtype, name='self_attention')(
         y, y, mask=self_mask, terms=terms, deterministic=deterministic, cache_index=cache_index)
     x = x + dropout(y, deterministic=deterministic)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, name='cross_attention')(
+    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
+                           name='cross_attention')(
         nn.LayerNorm()(x), encoded, mask=cross_mask, terms=encodings.AttentionTerms(),
         deterministic=deterministic)
     x = x + dropout(y, deterministic=deterministic)
-    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate)(nn.LayerNorm()(x), deterministic=deterministic)
+    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
     return x + dropout(y, deterministic=deterministic)
 
 

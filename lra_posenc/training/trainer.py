@@ -110,6 +110,19 @@ def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
   return jax.lax.psum(task.metrics(params, batch, None), AXIS)
 
 
+def pmapped_steps(task: Task) -> tuple[Callable, Callable]:
+  """`train_step` (donating the state) and `eval_step` over the local devices: the trainer's and benchmark's."""
+  p_train_step = jax.pmap(lambda s, b, r: train_step(s, b, r, task=task), axis_name=AXIS, donate_argnums=0)
+  p_eval_step = jax.pmap(lambda p, b: eval_step(p, b, task=task), axis_name=AXIS)
+  return p_train_step, p_eval_step
+
+
+def create_state(config: ml_collections.ConfigDict, task: Task, init_rng: jax.Array) -> train_state.TrainState:
+  """Freshly initialised parameters and the optimizer `config.optimizer` describes, on one device."""
+  tx = optim.create_optimizer(config.optimizer, config.training.num_train_steps)
+  return train_state.TrainState.create(apply_fn=None, params=jax.jit(task.init_params)(init_rng), tx=tx)
+
+
 def shard(batch: Batch) -> Batch:
   """[host_batch, ...] -> [local_devices, host_batch / local_devices, ...]."""
   return jax.tree.map(lambda x: x.reshape((jax.local_device_count(), -1) + x.shape[1:]), batch)
@@ -158,9 +171,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   prepare_workdir(workdir)
   num_steps = config.training.num_train_steps
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  tx = optim.create_optimizer(config.optimizer, num_steps)
   learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
-  state = train_state.TrainState.create(apply_fn=None, params=jax.jit(task.init_params)(init_rng), tx=tx)
+  state = create_state(config, task, init_rng)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
   check_free_space(workdir, state, config.checkpoint.max_to_keep)
 
@@ -173,8 +185,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
     _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
 
-  p_train_step = jax.pmap(lambda s, b, r: train_step(s, b, r, task=task), axis_name=AXIS, donate_argnums=0)
-  p_eval_step = jax.pmap(lambda p, b: eval_step(p, b, task=task), axis_name=AXIS)
+  p_train_step, p_eval_step = pmapped_steps(task)
   writer = MetricWriter(workdir)
   sigterm = _SigtermFlag()
   step = int(state.step)

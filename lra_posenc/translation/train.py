@@ -25,7 +25,7 @@ from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.input_pipeline import PAD_ID
-from lra_posenc.translation.translator import create_model, create_translator
+from lra_posenc.translation.translator import create_translator
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_length', 'length_buckets', 'tokenizer')
@@ -133,8 +133,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
         text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_length)
     logging.info('%s: %d pairs; skipped %s; cut to max length: %d', report.split, report.examples,
                  report.skipped or 'none', report.truncated)
-  model = create_model(config, tokenizers)
   translator = create_translator(config, tokenizers)
+  model = translator.model
   output_dir = os.path.join(workdir, 'translations')
 
   def score_test(replicated_params, split: str) -> dict:

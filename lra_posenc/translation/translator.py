@@ -21,13 +21,14 @@ class Translator:
 
   Attributes:
     model: the model as trained (decode=False); its decode twin shares the parameters.
+    tokenizers: for `translate` (text); None serves ids only (`translate_ids`, `predict`).
     beam_size: 1 selects greedy search.
     length_penalty: GNMT alpha for beam search.
     max_length: source ids per sentence (with EOS; longer ones are cut) and most output ids.
     batch_size: sentences per call to the devices; divisible by the local device count.
   """
 
-  def __init__(self, model: Seq2SeqTransformer, tokenizers: Tokenizers, *, beam_size: int, length_penalty: float,
+  def __init__(self, model: Seq2SeqTransformer, tokenizers: Tokenizers | None, *, beam_size: int, length_penalty: float,
                max_length: int, batch_size: int):
     if max_length > model.config.max_len:
       raise ValueError(f'decoding {max_length} positions needs a model with max_len >= {max_length}, '
@@ -86,14 +87,19 @@ class Translator:
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
 
 
-def create_model(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Seq2SeqTransformer:
+def create_model(config: ml_collections.ConfigDict, source_vocab_size: int, target_vocab_size: int
+                 ) -> Seq2SeqTransformer:
   return Seq2SeqTransformer(
       transformer_config(config.model, max_len=max(config.data.max_length, config.data.max_eval_length)),
-      source_vocab_size=tokenizers.source.get_piece_size(), target_vocab_size=tokenizers.target.get_piece_size(),
+      source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
       share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
 
 
-def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers) -> Translator:
-  return Translator(create_model(config, tokenizers), tokenizers, beam_size=config.decoding.beam_size,
+def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,
+                      vocab_sizes: tuple[int, int] | None = None) -> Translator:
+  """The translator `config` describes; without `tokenizers` (ids only) give the `vocab_sizes`."""
+  if tokenizers is not None:
+    vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
+  return Translator(create_model(config, *vocab_sizes), tokenizers, beam_size=config.decoding.beam_size,
                     length_penalty=config.decoding.length_penalty, max_length=config.data.max_eval_length,
                     batch_size=config.evaluation.batch_size)

@@ -1,0 +1,290 @@
+"""Throughput of the trainer's own steps, on synthetic batches of a config's shapes.
+
+Each figure is the median over timed windows after an untimed warm-up window, with the
+device synchronised at every window's end, so asynchronous dispatch cannot flatter it.
+Batches stay in device memory, so only model and optimizer are timed;
+`pipeline_gap` compares that with the real input pipeline and train loop.
+"""
+import dataclasses
+import functools
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import flax
+import jax
+import ml_collections
+import numpy as np
+
+from lra_posenc.listops import input_pipeline as listops_input
+from lra_posenc.listops import train as listops_train
+from lra_posenc.models import flops
+from lra_posenc.training import trainer
+from lra_posenc.training.batches import Batch
+from lra_posenc.training.metric_writer import read_history
+from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.input_pipeline import EOS_ID
+from lra_posenc.translation.translator import Translator, create_translator
+
+# Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
+# `model.dtype`. float32 counts TF32 tensor cores, which JAX's default precision uses there.
+PEAK_TFLOPS = (
+    ('H100 PCIe', {'bfloat16': 756.0, 'float32': 378.0}),
+    ('H100', {'bfloat16': 989.4, 'float32': 494.7}),
+    ('H200', {'bfloat16': 989.4, 'float32': 494.7}),
+    ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """A task's model with synthetic batches of its config's training shapes.
+
+  Attributes:
+    task: the model's parameters and metrics as the trainer uses them (no data).
+    batch: (examples, rng) -> a batch of random tokens, every position filled.
+    forward_flops: matrix-product FLOPs of one example's forward pass.
+    tokens_per_example: tokens one example carries (source and target for translation).
+    translator: beam search for decoding benchmarks (translation only).
+  """
+  task: trainer.Task
+  batch: Callable[[int, np.random.Generator], Batch]
+  forward_flops: int
+  tokens_per_example: int
+  translator: Translator | None = None
+
+
+def listops_workload(config: ml_collections.ConfigDict) -> Workload:
+  model = listops_train.create_model(config)
+  length = config.data.max_length
+
+  def batch(examples: int, rng: np.random.Generator) -> Batch:
+    return {'inputs': rng.integers(1, len(listops_input.VOCAB), (examples, length), dtype=np.int32),
+            'targets': rng.integers(0, config.data.num_classes, (examples,), dtype=np.int32),
+            'weight': np.ones((examples,), np.float32)}
+
+  positions = length + (config.model.pooling == 'cls')
+  return Workload(
+      task=_task(lambda rng: model.init({'params': rng}, np.zeros((1, length), np.int32), train=False)['params'],
+                 functools.partial(listops_train.classification_metrics, model)),
+      batch=batch,
+      forward_flops=flops.classifier_flops(model.config, positions, config.model.classifier_dim,
+                                           config.data.num_classes),
+      tokens_per_example=length)
+
+
+def translation_workload(config: ml_collections.ConfigDict) -> Workload:
+  """Source and target of `data.max_length` ids from a `data.tokenizer.vocab_size` vocabulary."""
+  vocab_size, length = config.data.tokenizer.vocab_size, config.data.max_length
+  translator = create_translator(config, None, (vocab_size, vocab_size))
+  model = translator.model
+
+  def batch(examples: int, rng: np.random.Generator) -> Batch:
+    ids = lambda: rng.integers(EOS_ID + 1, vocab_size, (examples, length), dtype=np.int32)
+    return {'inputs': ids(), 'targets': ids(), 'weight': np.ones((examples,), np.float32)}
+
+  example = np.zeros((1, length), np.int32)
+  return Workload(
+      task=_task(lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
+                 functools.partial(translation_train.translation_metrics, model, config.loss.label_smoothing)),
+      batch=batch,
+      forward_flops=flops.seq2seq_flops(model.config, length, length, vocab_size),
+      tokens_per_example=2 * length,
+      translator=translator)
+
+
+WORKLOADS: dict[str, Callable[[ml_collections.ConfigDict], Workload]] = {
+    'listops': listops_workload,
+    'translation': translation_workload,
+}
+TASK_FACTORIES: dict[str, Callable[[ml_collections.ConfigDict, str], trainer.Task]] = {
+    'listops': listops_train.create_task,
+    'translation': translation_train.create_task,
+}
+
+
+def _task(init_params: Callable, metrics: Callable) -> trainer.Task:
+  return trainer.Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
+                      selection_metric='accuracy', artifacts={}, baselines={})
+
+
+def peak_flops(device_kind: str, dtype: str) -> float | None:
+  """The device's dense peak FLOP/s for `dtype`, or None where unknown (CPUs)."""
+  for name, peaks in PEAK_TFLOPS:
+    if name in device_kind:
+      return peaks.get(dtype, 0.0) * 1e12 or None
+  return None
+
+
+def peak_memory_bytes() -> int | None:
+  """The first local device's peak allocation in this process so far, where the backend reports it (not CPU)."""
+  stats = jax.local_devices()[0].memory_stats()
+  return stats.get('peak_bytes_in_use') if stats else None
+
+
+def timed_windows(run_window: Callable[[], Any], windows: int) -> list[float]:
+  """Seconds of each of `windows` calls after one untimed warm-up call; `run_window` must synchronise."""
+  seconds = []
+  for window in range(windows + 1):
+    start = time.perf_counter()
+    run_window()
+    if window:
+      seconds.append(time.perf_counter() - start)
+  return seconds
+
+
+def _on_devices(batch: Batch) -> Batch:
+  return next(flax.jax_utils.prefetch_to_device(iter([trainer.shard(batch)]), size=1))
+
+
+def _compiled_bytes(compiled) -> int:
+  """XLA's estimate of one device's live bytes: arguments, outputs not aliased to them, temporaries."""
+  stats = compiled.memory_analysis()
+  return stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes + stats.temp_size_in_bytes
+
+
+class TrainStepTimer:
+  """The pmapped train step at `training.batch_size`, compiled ahead of time, timed a window at a time.
+
+  Timers of several encodings are best run by `interleaved_windows`, so that a machine
+  that slows down for a while slows every encoding alike, not the one that ran then.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, workload: Workload):
+    self.config, self.workload = config, workload
+    self._batch = _on_devices(workload.batch(config.training.batch_size, np.random.default_rng(config.seed)))
+    self._state = flax.jax_utils.replicate(
+        trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
+    self._rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+    p_train_step, _ = trainer.pmapped_steps(workload.task)
+    start = time.perf_counter()
+    self._step = p_train_step.lower(self._state, self._batch, self._rng).compile()
+    self.compile_seconds = time.perf_counter() - start
+    self._state, metrics, _ = self._step(self._state, self._batch, self._rng)
+    self.first_step_loss = float(metrics['loss'][0] / metrics['count'][0])
+
+  def run_window(self, steps: int) -> float:
+    """Seconds for `steps` steps, synchronised with the device at the end."""
+    start = time.perf_counter()
+    for _ in range(steps):
+      self._state, metrics, _ = self._step(self._state, self._batch, self._rng)
+    jax.block_until_ready((self._state, metrics))
+    return time.perf_counter() - start
+
+  def summary(self, window_seconds: list[float], steps_per_window: int,
+              peak_tflops: float | None = None) -> dict[str, Any]:
+    """Median rates over the windows, compile time, memory and MFU.
+
+    MFU is the analytic model FLOPs per second over the peak of all local devices (from
+    `PEAK_TFLOPS`, or `peak_tflops`); None where the peak is unknown.
+    """
+    batch_size = self.config.training.batch_size
+    rates = [steps_per_window / s for s in window_seconds]
+    steps_per_second = statistics.median(rates)
+    model_flops = flops.TRAIN_STEP_FACTOR * self.workload.forward_flops * batch_size * steps_per_second
+    device_kind = jax.local_devices()[0].device_kind
+    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.config.model.dtype)
+    return {
+        'compile_seconds': self.compile_seconds,
+        'steps_per_second': steps_per_second,
+        'window_steps_per_second': rates,
+        'examples_per_second': steps_per_second * batch_size,
+        'tokens_per_second': steps_per_second * batch_size * self.workload.tokens_per_example,
+        'model_tflops_per_second': model_flops / 1e12,
+        'mfu': model_flops / (peak * jax.local_device_count()) if peak else None,
+        'compiled_bytes_per_device': _compiled_bytes(self._step),
+        'peak_bytes_in_use': peak_memory_bytes(),
+        'first_step_loss': self.first_step_loss,
+    }
+
+
+def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, steps_per_window: int
+                        ) -> dict[str, list[float]]:
+  """Window seconds per timer: a warm-up round, then `windows` rounds of one window each, in rotating order."""
+  names = list(timers)
+  seconds = {name: [] for name in names}
+  for round_index in range(windows + 1):
+    shift = round_index % len(names)
+    for name in names[shift:] + names[:shift]:
+      elapsed = timers[name].run_window(steps_per_window)
+      if round_index:
+        seconds[name].append(elapsed)
+  return seconds
+
+
+def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *, windows: int,
+                       steps_per_window: int) -> dict[str, Any]:
+  """Median examples/s of the pmapped eval step at `evaluation.batch_size`."""
+  batch_size = config.evaluation.batch_size
+  batch = _on_devices(workload.batch(batch_size, np.random.default_rng(config.seed)))
+  params = flax.jax_utils.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  _, p_eval_step = trainer.pmapped_steps(workload.task)
+  start = time.perf_counter()
+  compiled = p_eval_step.lower(params, batch).compile()
+  compile_seconds = time.perf_counter() - start
+
+  def run_window():
+    jax.block_until_ready([compiled(params, batch) for _ in range(steps_per_window)])
+
+  seconds = timed_windows(run_window, windows)
+  examples_per_second = statistics.median(steps_per_window * batch_size / s for s in seconds)
+  return {'compile_seconds': compile_seconds, 'examples_per_second': examples_per_second,
+          'tokens_per_second': examples_per_second * workload.tokens_per_example}
+
+
+def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, windows: int) -> dict[str, Any]:
+  """Median sentences/s of batched beam search (`decoding.beam_size`) at `evaluation.batch_size`.
+
+  Sources fill `data.max_length` ids. Random parameters seldom emit EOS, so every
+  hypothesis runs to `data.max_eval_length` ids: the worst case of a trained model.
+  """
+  translator = workload.translator
+  rng = np.random.default_rng(config.seed)
+  sources = np.zeros((translator.batch_size, config.data.max_eval_length), np.int32)
+  sources[:, :config.data.max_length] = workload.batch(translator.batch_size, rng)['inputs']
+  params = flax.jax_utils.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  start = time.perf_counter()
+  outputs = translator.translate_ids(params, sources)
+  first_call_seconds = time.perf_counter() - start
+  seconds = timed_windows(lambda: translator.translate_ids(params, sources), windows)
+  return {'first_call_seconds': first_call_seconds, 'beam_size': translator.beam_size,
+          'sentences_per_second': translator.batch_size / statistics.median(seconds),
+          'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
+
+
+def pipeline_gap(config: ml_collections.ConfigDict, task_name: str, workdir: str, *, windows: int,
+                 steps_per_window: int) -> dict[str, Any]:
+  """Steps/s of the real train loop (`trainer.train_and_evaluate`) against the same batches held on device.
+
+  The real run logs every `steps_per_window` steps and stops, unevaluated, after the
+  warm-up window and `windows` timed ones; its logged steps/s cover its whole loop (input
+  pipeline, host-device transfer, metric bookkeeping). The synthetic side cycles the
+  first `steps_per_window` batches of the same pipeline, already on device, through the
+  same step, so both see the same shapes. Returns both medians and the relative gap.
+  """
+  task = TASK_FACTORIES[task_name](config, workdir)
+  batches = [_on_devices(b) for b, _ in zip(task.train_batches(0), range(steps_per_window))]
+  state = flax.jax_utils.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
+  step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+  p_train_step, _ = trainer.pmapped_steps(task)
+
+  def run_window():
+    nonlocal state
+    for batch in batches:
+      state, metrics, _ = p_train_step(state, batch, step_rng)
+    jax.block_until_ready((state, metrics))
+
+  synthetic = statistics.median(steps_per_window / s for s in timed_windows(run_window, windows))
+  del state
+  real_config = config.copy_and_resolve_references()
+  steps = (windows + 1) * steps_per_window
+  real_config.training.update(log_every_steps=steps_per_window, num_train_steps=steps + 1)
+  real_config.evaluation.every_steps = real_config.checkpoint.every_steps = steps + 1
+  run_dir = tempfile.mkdtemp(prefix='pipeline_run_', dir=workdir)  # Fresh: an old run would resume.
+  trainer.train_and_evaluate(real_config, run_dir, task, should_stop=lambda step: step >= steps)
+  logged = [r['steps_per_second'] for r in read_history(run_dir, 'train')][1:]  # The first window compiles.
+  real = statistics.median(logged)
+  return {'synthetic_steps_per_second': synthetic, 'real_steps_per_second': real,
+          'real_window_steps_per_second': logged, 'gap': 1.0 - real / synthetic}
