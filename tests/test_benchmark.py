@@ -46,10 +46,13 @@ def test_classifier_flops_match_the_traced_matrix_products(pooling, pos_encoding
   tokens = np.ones((3, 16), np.int32)
   params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
   forward = lambda p, t: model.apply({'params': p}, t, train=False)
-  per_example = flops.classifier_flops(model.config, 16 + (pooling == 'cls'), 24, 10)
+  positions = 16 + (pooling == 'cls')
+  per_example = flops.classifier_flops(model.config, positions, 24, 10)
   assert flops.traced_matmul_flops(forward, params, tokens) == 3 * per_example
   gradient = jax.grad(lambda p, t: forward(p, t).sum())
-  assert flops.traced_matmul_flops(gradient, params, tokens) == flops.TRAIN_STEP_FACTOR * 3 * per_example
+  # A shared bias's gradient is summed over the batch by a product with ones (models/attention.py): not model FLOPs.
+  batch_sums = 2 * 3 * 4 * positions ** 2 * 2 if pos_encoding == 't5' else 0  # batch x heads x pairs x layers.
+  assert flops.traced_matmul_flops(gradient, params, tokens) == flops.TRAIN_STEP_FACTOR * 3 * per_example + batch_sums
 
 
 @pytest.mark.parametrize('share_embeddings', [True, False])
@@ -115,7 +118,7 @@ def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_di
   gap = benchmarking.pipeline_gap(config, 'listops', str(tmp_path), windows=2, steps_per_window=4)
   assert len(gap['real_window_steps_per_second']) == 2
   assert gap['gap'] == 1 - gap['real_steps_per_second'] / gap['synthetic_steps_per_second']
-  assert gap['real_steps_per_second'] > 0
+  assert gap['real_steps_per_second'] > 0 and gap['host_batches_per_second'] > gap['real_steps_per_second']
 
 
 def run_cli(*args: str) -> str:
@@ -135,10 +138,14 @@ def test_cli_reports_every_encoding_against_none(tmp_path):
   results = json.loads(out.read_text())
   assert results['reference'] == 'none' and list(results['encodings']) == ['rope', 'none']
   none, rope = results['encodings']['none'], results['encodings']['rope']
-  assert none['step_time_ratio'] == 1.0
+  assert none['step_time_ratio'] == none['best_step_time_ratio'] == none['xla_bytes_ratio'] == 1.0
   assert rope['step_time_ratio'] == none['train']['steps_per_second'] / rope['train']['steps_per_second']
+  assert rope['best_step_time_ratio'] == (max(none['train']['window_steps_per_second'])
+                                          / max(rope['train']['window_steps_per_second']))
+  # Rotating queries and keys adds element-wise work and no matrix products.
+  assert rope['xla_bytes_ratio'] > 1.0 and rope['xla_flops_ratio'] > 1.0
   assert rope['eval']['examples_per_second'] > 0 and 'decode' not in rope
-  assert 'time/none' in stdout and 'rope' in stdout
+  assert 'time/none' in stdout and 'best-window' in stdout and 'rope' in stdout
 
 
 def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):

@@ -7,6 +7,8 @@ from scipy import special
 
 from lra_posenc import encodings
 from lra_posenc.encodings import t5
+from lra_posenc.models import attention
+from lra_posenc.models.attention import broadcast_over_batch
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.models.transformer import Encoder, TransformerConfig
 
@@ -196,3 +198,23 @@ def test_explicit_positions_equal_the_default_ones(name):
   explicit = jnp.broadcast_to(jnp.arange(12), (2, 12))
   np.testing.assert_allclose(encoder.apply(params, x, valid=valid, positions=explicit, deterministic=True),
                              encoder.apply(params, x, valid=valid, deterministic=True), atol=1e-6)
+
+
+def test_shared_bias_gradient_is_the_batch_sum():
+  bias = jax.random.normal(jax.random.PRNGKey(0), (1, 2, 5, 5))
+  weights = jax.random.normal(jax.random.PRNGKey(1), (3, 2, 5, 5))
+  through_product = jax.grad(lambda b: (broadcast_over_batch(b, 3) * weights).sum())(bias)
+  through_broadcast = jax.grad(lambda b: (jnp.broadcast_to(b, (3, 2, 5, 5)) * weights).sum())(bias)
+  np.testing.assert_allclose(through_product, through_broadcast, rtol=1e-6)
+  np.testing.assert_array_equal(broadcast_over_batch(bias, 3)[2], bias[0])
+
+
+def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
+  tokens = jnp.asarray(np.random.default_rng(0).integers(1, 16, (3, 16)))
+  model = _classifier('t5', 'mean')
+  params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
+  loss = lambda p: model.apply({'params': p}, tokens, train=False).sum()
+  ours = jax.grad(loss)(params)
+  monkeypatch.setattr(attention, 'broadcast_over_batch', lambda b, n: jnp.broadcast_to(b, (n,) + b.shape[1:]))
+  plain = jax.grad(loss)(params)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), ours, plain)
