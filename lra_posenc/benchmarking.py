@@ -277,10 +277,9 @@ def pipeline_gap(config: ml_collections.ConfigDict, task_name: str, workdir: str
   task = TASK_FACTORIES[task_name](config, workdir)
   steps = (windows + 1) * steps_per_window
   start = time.perf_counter()
-  for _, batch in zip(range(steps), task.train_batches(0)):
-    trainer.shard(batch)
+  host_batches = [trainer.shard(batch) for _, batch in zip(range(steps), task.train_batches(0))]
   host_batches_per_second = steps / (time.perf_counter() - start)
-  batches = [_on_devices(b) for b, _ in zip(task.train_batches(0), range(steps))]
+  batches = list(flax.jax_utils.prefetch_to_device(iter(host_batches), size=2))
   state = flax.jax_utils.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
   step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
   p_train_step, _ = trainer.pmapped_steps(task)
