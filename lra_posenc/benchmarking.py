@@ -158,18 +158,19 @@ class TrainStepTimer:
     self._state = flax.jax_utils.replicate(
         trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
     self._rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+    self._no_stop = trainer.no_stop_requests()
     p_train_step, _ = trainer.pmapped_steps(workload.task)
     start = time.perf_counter()
-    self._step = p_train_step.lower(self._state, self._batch, self._rng).compile()
+    self._step = p_train_step.lower(self._state, self._batch, self._rng, self._no_stop).compile()
     self.compile_seconds = time.perf_counter() - start
-    self._state, metrics, _ = self._step(self._state, self._batch, self._rng)
+    self._state, metrics, _ = self._step(self._state, self._batch, self._rng, self._no_stop)
     self.first_step_loss = float(metrics['loss'][0] / metrics['count'][0])
 
   def run_window(self, steps: int) -> float:
     """Seconds for `steps` steps, synchronised with the device at the end."""
     start = time.perf_counter()
     for _ in range(steps):
-      self._state, metrics, _ = self._step(self._state, self._batch, self._rng)
+      self._state, metrics, _ = self._step(self._state, self._batch, self._rng, self._no_stop)
     jax.block_until_ready((self._state, metrics))
     return time.perf_counter() - start
 
@@ -282,13 +283,14 @@ def pipeline_gap(config: ml_collections.ConfigDict, task_name: str, workdir: str
   batches = list(flax.jax_utils.prefetch_to_device(iter(host_batches), size=2))
   state = flax.jax_utils.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
   step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+  no_stop = trainer.no_stop_requests()
   p_train_step, _ = trainer.pmapped_steps(task)
 
   def run(window_batches) -> float:
     nonlocal state
     start = time.perf_counter()
     for batch in window_batches:
-      state, metrics, _ = p_train_step(state, batch, step_rng)
+      state, metrics, _ = p_train_step(state, batch, step_rng, no_stop)
     jax.block_until_ready((state, metrics))
     return time.perf_counter() - start
 

@@ -1,14 +1,22 @@
-"""Shared fixtures: a tiny generated ListOps set, a config that trains on it in seconds, workers."""
+"""Shared fixtures: tiny ListOps and translation sets, configs that train on them in seconds, workers."""
+import concurrent.futures
+import contextlib
+import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
+import ml_collections
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.listops import lra  # noqa: E402
+from configs.translation import multi30k  # noqa: E402
 from lra_posenc.data import listops  # noqa: E402
 from lra_posenc.listops import train  # noqa: E402
 from lra_posenc.training import trainer  # noqa: E402
@@ -41,9 +49,56 @@ def tiny_config(data_dir: str, **training):
   return config
 
 
+# A word-for-word "translation": learnable by a one-layer model in a few hundred steps.
+LEXICON = {'one': 'eins', 'two': 'zwei', 'three': 'drei', 'red': 'rot', 'blue': 'blau', 'green': 'grün',
+           'dog': 'Hund', 'cat': 'Katze', 'house': 'Haus', 'tree': 'Baum', 'big': 'groß', 'small': 'klein'}
+
+
+def toy_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+  rng = np.random.default_rng(seed)
+  words = list(LEXICON)
+  sources = [' '.join(rng.choice(words, rng.integers(2, 6))) for _ in range(count)]
+  return [(s, ' '.join(LEXICON[w] for w in s.split())) for s in sources]
+
+
+def write_split(directory, split: str, pairs, *, compress: bool) -> None:
+  for lang, column in (('en', 0), ('de', 1)):
+    text = ''.join(pair[column] + '\n' for pair in pairs).encode('utf-8')
+    path = os.path.join(directory, f'{split}.{lang}' + ('.gz' if compress else ''))
+    with (gzip.open if compress else open)(path, 'wb') as f:
+      f.write(text)
+
+
+@pytest.fixture(scope='session')
+def toy_corpus(tmp_path_factory) -> str:
+  directory = str(tmp_path_factory.mktemp('toy_corpus'))
+  train_pairs = toy_pairs(256, seed=0)
+  write_split(directory, 'train', train_pairs, compress=True)
+  write_split(directory, 'val', train_pairs[:64], compress=False)  # Memorisation is what is tested.
+  write_split(directory, 'test', train_pairs[64:128], compress=True)
+  return directory
+
+
+def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
+  config = multi30k.get_config('cpu')
+  config.data.update(data_dir=data_dir, test_splits=('test',), max_length=16, max_eval_length=16,
+                     length_buckets=(8, 16))
+  config.data.tokenizer.vocab_size = 64
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, dropout_rate=0.0,
+                      attention_dropout_rate=0.0)
+  config.optimizer.update(learning_rate=3e-3, warmup_steps=20)
+  config.training.update(batch_size=16, num_train_steps=20, log_every_steps=10)
+  config.training.update(**training)
+  config.evaluation.update(batch_size=32, every_steps=100)
+  config.checkpoint.update(every_steps=100)
+  config.decoding.beam_size = 2
+  return config
+
+
 def final_params(workdir, step: int):
   """The parameters of the latest-checkpoints entry at `step` in `workdir`."""
-  state, _ = Checkpoints.restore(Checkpoints(str(workdir), max_to_keep=2).latest, step)
+  with Checkpoints(str(workdir), max_to_keep=2) as checkpoints:
+    state, _ = checkpoints.restore(step)
   return state['params']
 
 
@@ -51,11 +106,61 @@ def run_listops(config, workdir, should_stop=None):
   return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
 
 
-def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1) -> subprocess.Popen:
+def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1, cwd=None) -> subprocess.Popen:
   """tests/train_worker.py in a new process with `devices` CPU devices; `options` are its flags."""
   env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
   command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
-  return subprocess.Popen(command + list(options), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  return subprocess.Popen(command + list(options), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=cwd)
+
+
+def wait_for(path, process: subprocess.Popen, seconds: float = 120) -> None:
+  """Waits until `path` exists while `process` runs."""
+  deadline = time.monotonic() + seconds
+  while not path.exists():
+    assert process.poll() is None and time.monotonic() < deadline, f'{path} never appeared'
+    time.sleep(0.05)
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def worker_group(data_dir, workdir, steps, *options: str, processes: int, devices: int, cwds=None):
+  """`processes` workers of one distributed run, `devices` CPU devices each; killed on exit if still running.
+
+  `cwds`, one per process, give each its own working directory (and so its own view
+  of a relative workdir, as hosts with different mounts have).
+  """
+  address = f'127.0.0.1:{free_port()}'
+  workers = [start_worker(data_dir, workdir, steps, *options, '--coordinator_address', address,
+                          '--num_processes', str(processes), '--process_id', str(index), devices=devices,
+                          cwd=cwds[index] if cwds else None)
+             for index in range(processes)]
+  try:
+    yield workers
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+        worker.communicate()
+
+
+def group_results(workers: list[subprocess.Popen]) -> list[dict]:
+  """Every worker's results, read concurrently so that no worker blocks on a full pipe."""
+  with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+    return list(pool.map(worker_results, workers))
+
+
+def group_failures(workers: list[subprocess.Popen]) -> list[str]:
+  """Every worker's standard error, once all have exited, each with a non-zero status."""
+  with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+    outputs = list(pool.map(lambda worker: worker.communicate(timeout=300), workers))
+  assert all(worker.returncode != 0 for worker in workers), [stdout[-500:] for stdout, _ in outputs]
+  return [stderr for _, stderr in outputs]
 
 
 def worker_results(process: subprocess.Popen) -> dict:

@@ -18,19 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import final_params, run_listops, start_worker, tiny_config, worker_results
+from conftest import final_params, run_listops, start_worker, tiny_config, wait_for, worker_results
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
 from lra_posenc.training import trainer
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.translation import input_pipeline as translation_input
-
-
-def wait_for(path, process, seconds: float = 120) -> None:
-  deadline = time.monotonic() + seconds
-  while not path.exists():
-    assert process.poll() is None and time.monotonic() < deadline, f'{path} never appeared'
-    time.sleep(0.05)
 
 
 # Faults.
@@ -46,7 +39,8 @@ def test_sigkill_then_rerun_matches_an_uninterrupted_run(tiny_data_dir, tmp_path
   process.send_signal(signal.SIGKILL)
   process.communicate()
   assert process.returncode == -signal.SIGKILL
-  assert Checkpoints(str(tmp_path / 'killed'), max_to_keep=2).latest.latest_step() < 120
+  with Checkpoints(str(tmp_path / 'killed'), max_to_keep=2) as checkpoints:
+    assert checkpoints.latest_step() < 120
   rerun = worker_results(start_worker(tiny_data_dir, tmp_path / 'killed', 120, *options,
                                       '--out', str(tmp_path / 'killed.npz')))
   assert 0 < rerun['steps_this_run'] < 120
@@ -60,10 +54,11 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_p
   process = start_worker(tiny_data_dir, tmp_path, 100_000)
   wait_for(tmp_path / 'checkpoints' / '10', process)
   process.send_signal(signal.SIGTERM)
-  stopped = worker_results(process)['stopped_at_step']
-  assert 10 <= stopped < 100_000
-  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
-  assert checkpoints.latest.latest_step() == stopped
+  results = worker_results(process)
+  stopped = results['step']
+  assert results['status'] == 'stopped' and 10 <= stopped < 100_000
+  with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
+    assert checkpoints.latest_step() == stopped
   config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
   assert run_listops(config, tmp_path)['steps_this_run'] == 3
 
@@ -97,7 +92,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir,
   config = checkpoint_every_5(tiny_data_dir)
   straight_workdir, straight = uninterrupted
   workdir = tmp_path / 'damaged'
-  assert run_listops(config, workdir, should_stop=lambda step: step == 10) == {'stopped_at_step': 10}
+  assert run_listops(config, workdir, should_stop=lambda step: step == 10) == {'status': 'stopped', 'step': 10}
   newest = workdir / 'checkpoints' / '10'
   if damage == 'corrupt files':
     damage_files(newest)
@@ -134,11 +129,11 @@ def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir,
   with pytest.raises(FloatingPointError, match=r'non-finite loss or gradients at step 13; stopped at step 15 '
                                                r'without saving; the latest checkpoint \(step 10\)'):
     trainer.train_and_evaluate(config, str(tmp_path), poisoned)
-  checkpoints = Checkpoints(str(tmp_path), max_to_keep=2)
-  assert checkpoints.latest.all_steps() == [5, 10] and checkpoints.best.latest_step() == 10
-  _, record = Checkpoints.restore(checkpoints.best, 10)
-  assert np.isfinite(record['best']['score'])
-  state, _ = Checkpoints.restore(checkpoints.latest, 10)
+  assert sorted(int(step) for step in os.listdir(tmp_path / 'checkpoints')) == [5, 10]
+  with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
+    best_step, _, record = checkpoints.restore_best()
+    state, _ = checkpoints.restore(10)
+  assert best_step == 10 and np.isfinite(record['best']['score'])
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(state['params']))
 
 

@@ -37,7 +37,9 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
     written = json.load(f)
   assert written['test'] == results['test'] and written['best_step'] in (100, 200, 300)
   # The test score is the best checkpoint's, and no kept checkpoint validates better.
-  best_state, _ = Checkpoints.restore(Checkpoints(str(tmp_path), max_to_keep=2).best, written['best_step'])
+  with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
+    best_step, best_state, _ = checkpoints.restore_best()
+  assert best_step == written['best_step']
   rescored = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(best_state['params']), task.eval_batches('test'))
   assert rescored == pytest.approx(written['test'])
   for step in (200, 300):  # The latest two, kept by checkpoint.max_to_keep, both validated.
@@ -53,8 +55,9 @@ def test_stop_and_resume_gives_identical_parameters(tiny_data_dir, tmp_path):
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
   straight = run_listops(config, tmp_path / 'straight')
   stopped = run_listops(config, tmp_path / 'resumed', should_stop=lambda step: step == 7)
-  assert stopped == {'stopped_at_step': 7}
-  assert Checkpoints(str(tmp_path / 'resumed'), max_to_keep=2).latest.latest_step() == 7
+  assert stopped == {'status': 'stopped', 'step': 7}
+  with Checkpoints(str(tmp_path / 'resumed'), max_to_keep=2) as checkpoints:
+    assert checkpoints.latest_step() == 7
   resumed = run_listops(config, tmp_path / 'resumed')
   assert resumed['steps_this_run'] == 13
   jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 20),

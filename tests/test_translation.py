@@ -1,4 +1,5 @@
 """Translation: parallel data, tokenizer, encoder-decoder decoding, training to BLEU, resume."""
+import functools
 import gzip
 import itertools
 import json
@@ -9,9 +10,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
+from flax.training import train_state
 
-from conftest import final_params
+from conftest import final_params, toy_config
 from configs.translation import multi30k
 from lra_posenc import encodings
 from lra_posenc.data.files import DataError
@@ -25,51 +28,6 @@ from lra_posenc.translation.translator import Translator
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K_DIR = os.path.join(ROOT, '..', 'shared', 'data', 'multi30k')
 SCRIPTS_DIR = os.path.join(ROOT, 'scripts')
-
-# A word-for-word "translation": learnable by a one-layer model in a few hundred steps.
-LEXICON = {'one': 'eins', 'two': 'zwei', 'three': 'drei', 'red': 'rot', 'blue': 'blau', 'green': 'grün',
-           'dog': 'Hund', 'cat': 'Katze', 'house': 'Haus', 'tree': 'Baum', 'big': 'groß', 'small': 'klein'}
-
-
-def toy_pairs(count: int, seed: int) -> list[tuple[str, str]]:
-  rng = np.random.default_rng(seed)
-  words = list(LEXICON)
-  sources = [' '.join(rng.choice(words, rng.integers(2, 6))) for _ in range(count)]
-  return [(s, ' '.join(LEXICON[w] for w in s.split())) for s in sources]
-
-
-def write_split(directory, split: str, pairs, *, compress: bool) -> None:
-  for lang, column in (('en', 0), ('de', 1)):
-    text = ''.join(pair[column] + '\n' for pair in pairs).encode('utf-8')
-    path = os.path.join(directory, f'{split}.{lang}' + ('.gz' if compress else ''))
-    with (gzip.open if compress else open)(path, 'wb') as f:
-      f.write(text)
-
-
-@pytest.fixture(scope='module')
-def toy_corpus(tmp_path_factory) -> str:
-  directory = str(tmp_path_factory.mktemp('toy_corpus'))
-  train_pairs = toy_pairs(256, seed=0)
-  write_split(directory, 'train', train_pairs, compress=True)
-  write_split(directory, 'val', train_pairs[:64], compress=False)  # Memorisation is what is tested.
-  write_split(directory, 'test', train_pairs[64:128], compress=True)
-  return directory
-
-
-def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
-  config = multi30k.get_config('cpu')
-  config.data.update(data_dir=data_dir, test_splits=('test',), max_length=16, max_eval_length=16,
-                     length_buckets=(8, 16))
-  config.data.tokenizer.vocab_size = 64
-  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, dropout_rate=0.0,
-                      attention_dropout_rate=0.0)
-  config.optimizer.update(learning_rate=3e-3, warmup_steps=20)
-  config.training.update(batch_size=16, num_train_steps=20, log_every_steps=10)
-  config.training.update(**training)
-  config.evaluation.update(batch_size=32, every_steps=100)
-  config.checkpoint.update(every_steps=100)
-  config.decoding.beam_size = 2
-  return config
 
 
 def run(config, workdir, should_stop=None):
@@ -100,27 +58,31 @@ def toy_batch(rows: int = 3, source_length: int = 7, target_length: int = 12):
 
 # Data.
 
+def trained_tokenizers(directory: str, text, **options) -> input_pipeline.Tokenizers:
+  input_pipeline.write_missing_tokenizers(directory, text, **options)
+  return input_pipeline.load_tokenizers(directory, joint=options['joint'])
+
+
 def test_tokenizer_round_trip_and_reuse(toy_corpus, tmp_path):
   text = input_pipeline.read_split(toy_corpus, 'train', 'en', 'de')
   options = dict(joint=True, vocab_size=64, model_type='unigram', character_coverage=1.0)
-  tokenizers = input_pipeline.ensure_tokenizers(str(tmp_path), text, **options)
+  tokenizers = trained_tokenizers(str(tmp_path), text, **options)
   assert tokenizers.joint and os.path.exists(tmp_path / 'joint.model')
   for sentence in text.sources[:20] + text.targets[:20] + ['Katze groß Baum']:
     ids = tokenizers.source.encode(sentence)
     assert input_pipeline.decode_ids(tokenizers.target, np.asarray(ids + [EOS_ID, PAD_ID, PAD_ID])) == sentence
   assert {tokenizers.source.piece_to_id(p) for p in ('<pad>', '<unk>', '<s>', '</s>')} == {0, 1, 2, 3}
   # A saved tokenizer is loaded, never retrained: a different training text changes nothing.
-  reloaded = input_pipeline.ensure_tokenizers(str(tmp_path), input_pipeline.ParallelText(['x'], ['y'], 'a', 'b'),
-                                              **options)
+  reloaded = trained_tokenizers(str(tmp_path), input_pipeline.ParallelText(['x'], ['y'], 'a', 'b'), **options)
   assert reloaded.fingerprints == tokenizers.fingerprints
-  separate = input_pipeline.ensure_tokenizers(str(tmp_path / 'separate'), text, **options | {'joint': False})
+  separate = trained_tokenizers(str(tmp_path / 'separate'), text, **options | {'joint': False})
   assert not separate.joint and separate.source.encode('Hund') != separate.target.encode('Hund')
 
 
 def test_training_filters_and_evaluation_keeps_every_pair(toy_corpus, tmp_path):
   text = input_pipeline.ParallelText(['one two', '', 'one ' * 20, 'red dog'], ['eins zwei', 'leer', 'eins ' * 20, ''],
                                      'src', 'tgt')
-  tokenizers = input_pipeline.ensure_tokenizers(
+  tokenizers = trained_tokenizers(
       str(tmp_path), input_pipeline.read_split(toy_corpus, 'train', 'en', 'de'), joint=True, vocab_size=64,
       model_type='unigram', character_coverage=1.0)
   dataset, report = input_pipeline.encode_split(text, tokenizers, split='train', max_length=8, train=True)
@@ -272,13 +234,54 @@ def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
   assert sum(b['examples'] for b in buckets.values()) == 64 and len(buckets) >= 2
 
 
+def token_batch(rows: int, target_length: int, seed: int):
+  """Sources and targets of `target_length` ids with a random number of trailing pads per row."""
+  rng = np.random.default_rng(seed)
+  sources = rng.integers(4, 24, (rows, 6)).astype(np.int32)
+  targets = rng.integers(4, 24, (rows, target_length)).astype(np.int32)
+  for row, length in enumerate(rng.integers(1, target_length + 1, rows)):
+    targets[row, length:] = PAD_ID
+  return {'inputs': sources, 'targets': targets, 'weight': np.ones(rows, np.float32)}
+
+
+def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
+  model, label_smoothing = small_model('sinusoidal', max_len=40), 0.1
+  batches = {'short': token_batch(4, 3, seed=0), 'long': token_batch(4, 40, seed=1)}
+  params = random_params(model, batches['long']['inputs'], batches['long']['targets'])
+  task = trainer.Task(metrics=functools.partial(train.translation_metrics, model, label_smoothing),
+                      init_params=None, train_batches=None, eval_batches=None, selection_metric='accuracy',
+                      artifacts={}, baselines={})
+  # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
+  learning_rate = 1e4
+  state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.sgd(learning_rate))
+  step = jax.pmap(functools.partial(trainer.train_step, task=task), axis_name=trainer.AXIS,
+                  devices=jax.local_devices()[:1])
+  expand = lambda tree: jax.tree.map(lambda x: np.asarray(x)[None], tree)
+  for name, batch in batches.items():
+    updated, _, _ = step(expand(state), expand(batch), expand(jax.random.PRNGKey(0)), np.zeros(1, bool))
+    gradient = jax.tree.map(lambda new, old: (old - new[0]) / learning_rate, updated.params, params)
+
+    def per_token_mean(p, batch=batch):  # optax's cross-entropy against the smoothed target distribution.
+      logits = model.apply({'params': p}, batch['inputs'], batch['targets'], train=False)
+      one_hot = jax.nn.one_hot(batch['targets'], logits.shape[-1])
+      soft = one_hot * (1 - label_smoothing) + (1 - one_hot) * label_smoothing / (logits.shape[-1] - 1)
+      real = batch['targets'] != PAD_ID
+      return (optax.softmax_cross_entropy(logits, soft) * real).sum() / real.sum()
+
+    expected = jax.grad(per_token_mean)(params)
+    # Float32 sums over tokens and vocabulary in another order: 1e-5 relative. The per-sentence
+    # objective this replaced is off by the tokens per sentence (1-3 short, 1-40 long).
+    error = optax.tree.norm(jax.tree.map(jnp.subtract, gradient, expected)) / optax.tree.norm(expected)
+    assert error < 1e-5, (name, error)
+
+
 def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
   config = toy_config(toy_corpus, num_train_steps=12)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
   config.checkpoint.every_steps = 12
   config.decoding.beam_size = 1
   straight = run(config, tmp_path / 'straight')
-  assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'stopped_at_step': 5}
+  assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'status': 'stopped', 'step': 5}
   resumed = run(config, tmp_path / 'resumed')
   assert resumed['steps_this_run'] == 7
   jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 12),

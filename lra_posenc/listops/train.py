@@ -22,7 +22,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
-from lra_posenc.training import cli, trainer
+from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 
@@ -69,23 +69,30 @@ def classification_metrics(model: TransformerClassifier, params, batch: Batch, r
 
 
 def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
-  """The data directory: `data.data_dir`, or a set generated into WORKDIR/data (reused when it matches)."""
+  """The data directory: `data.data_dir`, or a set generated into WORKDIR/data (reused when it matches).
+
+  With several processes, process 0 generates and the others wait, then read.
+  """
   if config.data.data_dir:
     return config.data.data_dir
   data_dir = os.path.join(workdir, 'data')
+  distributed.on_primary(lambda: _generate_unless_present(data_dir, config.data.generator.to_dict()),
+                         f'generating ListOps into {data_dir}')
+  return data_dir
+
+
+def _generate_unless_present(data_dir: str, spec: dict) -> None:
   spec_path = os.path.join(data_dir, 'generator.json')
-  spec = config.data.generator.to_dict()
   if os.path.exists(spec_path):
     with open(spec_path) as f:
       if json.load(f) == spec:
-        return data_dir
+        return
   logging.info('generating ListOps into %s: %s', data_dir, spec)
   options = generator.GeneratorOptions(**{f.name: spec[f.name] for f in dataclasses.fields(generator.GeneratorOptions)})
   sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
   generator.write_splits(data_dir, spec['seed'], sizes, options)
   with open(spec_path, 'w') as f:
     json.dump(spec, f, indent=2, sort_keys=True)
-  return data_dir
 
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:

@@ -1,83 +1,165 @@
 """Orbax checkpoints: the latest few for resuming, and the best one for the test score.
 
 Each checkpoint holds the train state (params, optimizer state, step) and a JSON
-record: the data position, the PRNG key, the best validation score so far, the model
-config and the task's artifacts (for ListOps, the vocabulary).
+record: the PRNG key, the best validation score so far, the model config and the
+task's artifacts (for ListOps, the vocabulary). This file is the only one that speaks
+Orbax. With several processes every process takes part in every save and restore, and
+the two managers name their barriers apart, so both may save at one step.
 """
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import ml_collections
 import orbax.checkpoint as ocp
+from absl import logging
 
-ITEMS = ('state', 'meta')
+from lra_posenc.training import distributed
+
+ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
+LATEST_DIR, BEST_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'checkpoints.unreadable'
+
+
+def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False) -> ocp.CheckpointManager:
+  options = ocp.CheckpointManagerOptions(
+      max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
+      multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=os.path.basename(directory)))
+  return ocp.CheckpointManager(directory, item_names=ITEMS, options=options)
+
+
+def _save(manager: ocp.CheckpointManager, step: int, state: Any, record: dict) -> None:
+  if step not in manager.all_steps():
+    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(record)))
+
+
+def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) -> tuple[Any, dict]:
+  """The state (shaped like `template`, or as saved when None) and the record saved at `step`."""
+  restored = manager.restore(
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(template), meta=ocp.args.JsonRestore()))
+  return restored['state'], restored['meta']
 
 
 class Checkpoints:
+  """The run's checkpoints in WORKDIR/checkpoints (latest `max_to_keep`) and WORKDIR/best (one).
+
+  A context manager: leaving it waits for pending writes and closes both managers,
+  whatever ends the run.
+  """
 
   def __init__(self, workdir: str, *, max_to_keep: int):
     self.workdir = os.path.abspath(workdir)
+    self._latest = _manager(os.path.join(self.workdir, LATEST_DIR), max_to_keep=max_to_keep)
+    self._best = _manager(os.path.join(self.workdir, BEST_DIR), max_to_keep=1)
 
-    def manager(subdir: str, keep: int) -> ocp.CheckpointManager:
-      return ocp.CheckpointManager(os.path.join(self.workdir, subdir), item_names=ITEMS,
-                                   options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+  def __enter__(self) -> 'Checkpoints':
+    return self
 
-    self.latest = manager('checkpoints', max_to_keep)
-    self.best = manager('best', 1)
+  def __exit__(self, *exc_info) -> None:
+    self.close()
 
-  @staticmethod
-  def save(manager: ocp.CheckpointManager, step: int, state: Any, meta: dict) -> None:
-    if step in manager.all_steps():
-      return
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+  def latest_step(self) -> int | None:
+    return self._latest.latest_step()
 
-  @staticmethod
-  def restore(manager: ocp.CheckpointManager, step: int, template: Any = None) -> tuple[Any, dict]:
-    """The state (shaped like `template`, or as saved when None) and the record saved at `step`."""
-    restored = manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(template), meta=ocp.args.JsonRestore()))
-    return restored['state'], restored['meta']
+  def best_step(self) -> int | None:
+    return self._best.latest_step()
 
-  @staticmethod
-  def restore_meta(manager: ocp.CheckpointManager, step: int) -> dict:
+  def save_latest(self, step: int, state: Any, record: dict) -> None:
+    _save(self._latest, step, state, record)
+
+  def save_best(self, step: int, state: Any, record: dict) -> None:
+    _save(self._best, step, state, record)
+
+  def restore(self, step: int, template: Any = None) -> tuple[Any, dict]:
+    """The latest-checkpoints entry at `step`."""
+    return _restore(self._latest, step, template)
+
+  def restore_best(self, template: Any = None) -> tuple[int, Any, dict]:
+    """(step, state, record) of the best checkpoint, once any write of it has finished."""
+    self._best.wait_until_finished()
+    step = self.best_step()
+    if step is None:
+      raise FileNotFoundError(f'{self.workdir}/{BEST_DIR}: no checkpoint yet; train first')
+    return (step,) + _restore(self._best, step, template)
+
+  def restore_newest_readable(self, template: Any, check: Callable[[int, dict], None]
+                              ) -> tuple[Any, dict] | None:
+    """The newest latest-checkpoint every process can read, or None when there is none yet.
+
+    `check(step, record)` raises for a checkpoint that must not be resumed (another model):
+    that is an error, not a reason to fall back. Unreadable newer checkpoints (damaged
+    files, a write cut short) are moved to WORKDIR/checkpoints.unreadable with a warning,
+    never deleted. Readability is agreed by all processes, so all resume from one step.
+    """
+    steps = sorted(self._latest.all_steps(), reverse=True)
+    if not steps:
+      return None
+    for step in steps:
+      record = self._readable_everywhere(step, lambda: self._restore_record(step))
+      if record is not None:
+        check(step, record)
+        restored = self._readable_everywhere(step, lambda: _restore(self._latest, step, template))
+        if restored is not None:
+          return restored
+      distributed.on_primary(lambda: self._set_aside(step), f'setting aside checkpoint {step}')
+      self._latest.reload()
+    raise ValueError(f'no checkpoint in {self.workdir}/{LATEST_DIR} can be restored (steps {steps}); move '
+                     'the directory away to start afresh')
+
+  def _restore_record(self, step: int) -> dict:
     """Only the JSON record saved at `step`: cheap, and readable whatever the state's structure."""
-    return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))['meta']
+    return self._latest.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))['meta']
 
-  def set_aside(self, step: int) -> str:
-    """Moves an unreadable latest-checkpoint out of the manager's sight (never deleting it); returns where."""
-    target = os.path.join(self.workdir, 'checkpoints.unreadable', str(step))
+  @staticmethod
+  def _readable_everywhere(step: int, read: Callable[[], Any]) -> Any | None:
+    """`read()`'s value if it succeeded on every process, else None (with this host's reason logged)."""
+    value = None
+    try:
+      value = read()
+    except Exception as error:  # Orbax raises many types for damaged files.
+      logging.warning('checkpoint at step %d cannot be restored (%s: %s); trying the one before', step,
+                      type(error).__name__, str(error)[:300])
+    everywhere = distributed.gather_flags(value is not None).all()
+    if not everywhere and value is not None:
+      logging.warning('checkpoint at step %d cannot be restored on another process; trying the one before', step)
+    return value if everywhere else None
+
+  def _set_aside(self, step: int) -> None:
+    target = os.path.join(self.workdir, UNREADABLE_DIR, str(step))
     suffix = 0
     while os.path.exists(target + (f'.{suffix}' if suffix else '')):
       suffix += 1
     target += f'.{suffix}' if suffix else ''
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.replace(os.path.join(self.workdir, 'checkpoints', str(step)), target)
-    self.latest.reload()
-    return target
-
-  def wait(self) -> None:
-    self.latest.wait_until_finished()
-    self.best.wait_until_finished()
+    os.replace(os.path.join(self.workdir, LATEST_DIR, str(step)), target)
+    logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
 
   def close(self) -> None:
-    self.latest.close()
-    self.best.close()
+    """Waits for pending writes, then closes both managers."""
+    for manager in (self._latest, self._best):
+      manager.wait_until_finished()
+      manager.close()
 
 
 def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
-  """The config a finished (or running) workdir was trained with, its best params and their step."""
+  """The config a finished (or running) workdir was trained with, its best params and their step.
+
+  Reads only; creates nothing.
+  """
   config_path = os.path.join(workdir, 'config.json')
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
   with open(config_path) as f:
     config = ml_collections.ConfigDict(json.load(f))
-  checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
+  best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
+  if not os.path.isdir(best_dir):
+    raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')
+  manager = _manager(best_dir, max_to_keep=None, read_only=True)
   try:
-    best_step = checkpoints.best.latest_step()
-    if best_step is None:
-      raise FileNotFoundError(f'{workdir}/best: no checkpoint yet; train first')
-    state, _ = Checkpoints.restore(checkpoints.best, best_step)
+    step = manager.latest_step()
+    if step is None:
+      raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')
+    state, _ = _restore(manager, step)
   finally:
-    checkpoints.close()
-  return config, state['params'], best_step
+    manager.close()
+  return config, state['params'], step

@@ -8,9 +8,10 @@ import json
 import logging as std_logging
 import os
 
-import jax
 from absl import logging
 from tensorboardX import SummaryWriter
+
+from lra_posenc.training import distributed
 
 HISTORY_FILE = 'metrics.jsonl'
 
@@ -20,7 +21,7 @@ class MetricWriter:
 
   def __init__(self, workdir: str):
     self._events = self._history = None
-    if jax.process_index() == 0:
+    if distributed.is_primary():
       self._events = SummaryWriter(os.path.join(workdir, 'tensorboard'))
       path = os.path.join(workdir, HISTORY_FILE)
       cut_short = os.path.exists(path) and os.path.getsize(path) and not _ends_with_newline(path)
@@ -37,6 +38,12 @@ class MetricWriter:
     self._events.flush()
     self._history.write(json.dumps({'step': step, 'prefix': prefix} | scalars, sort_keys=True) + '\n')
     self._history.flush()
+
+  def __enter__(self) -> 'MetricWriter':
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
 
   def close(self) -> None:
     if self._events is not None:

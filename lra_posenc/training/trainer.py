@@ -3,12 +3,13 @@
 A task supplies a model's loss and metrics, its batches and its artifacts (`Task`);
 everything else (devices, PRNG, optimizer, checkpointing, logging, results) is here.
 """
+import collections
 import dataclasses
+import functools
 import json
 import os
 import shutil
-import signal
-import threading
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -21,11 +22,12 @@ import numpy as np
 from absl import logging
 from flax.training import train_state
 
-from lra_posenc.training import optim
+from lra_posenc.training import distributed, optim
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.config_checks import check_keys, check_positive
 from lra_posenc.training.metric_writer import MetricWriter
+from lra_posenc.training.stop_signals import StopSignals
 
 AXIS = 'batch'
 TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')
@@ -35,6 +37,7 @@ CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 
 Params = Any
 Metrics = dict[str, jax.Array]
+StepFlags = dict[str, jax.Array]  # 'finite', 'stop': booleans every device of every host holds alike.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,27 +86,31 @@ def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str]
   for path, size in (('training.batch_size', config.training.batch_size),
                      ('evaluation.batch_size', config.evaluation.batch_size)):
     if size % jax.device_count():
-      raise ValueError(f'{path}={size} is not divisible by the {jax.device_count()} devices')
+      raise ValueError(f'{path}={size} is not divisible by the {jax.device_count()} devices '
+                       f'({jax.process_count()} process(es) x {jax.local_device_count()} local devices)')
 
 
-def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, *, task: Task
-               ) -> tuple[train_state.TrainState, Metrics, jax.Array]:
-  """One optimizer step on the global batch, split across the `AXIS` devices.
+def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, stop_requested: jax.Array, *,
+               task: Task) -> tuple[train_state.TrainState, Metrics, StepFlags]:
+  """One optimizer step on the global batch, split across the `AXIS` devices of every host.
 
-  Returns the new state, the metric sums and whether loss and gradients were finite; a
-  non-finite step leaves the state as it was (the host loop then stops the run).
+  The loss is the mean over the global batch's `count` (examples for ListOps, real
+  target tokens for translation), whatever its length. Returns the new state, the
+  metric sums and flags every host reads alike: whether loss and gradients were finite
+  (a non-finite step leaves the state as it was; the host loop then stops the run), and
+  whether any host asked to stop (`stop_requested`, a signal it received).
   """
   rng = jax.random.fold_in(jax.random.fold_in(rng, state.step), jax.lax.axis_index(AXIS))
-  global_count = jax.lax.psum(batch['weight'].sum(), AXIS)
 
   def loss_fn(params):
     metrics = task.metrics(params, batch, rng)
-    return metrics['loss'] / global_count, metrics
+    return metrics['loss'] / jax.lax.psum(jax.lax.stop_gradient(metrics['count']), AXIS), metrics
 
   grads, metrics = jax.lax.psum(jax.grad(loss_fn, has_aux=True)(state.params), AXIS)
   finite = jnp.isfinite(metrics['loss']) & jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
   updated = state.apply_gradients(grads=grads)
-  return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state), metrics, finite
+  flags = {'finite': finite, 'stop': jax.lax.psum(stop_requested.astype(jnp.int32), AXIS) > 0}
+  return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state), metrics, flags
 
 
 def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
@@ -112,9 +119,15 @@ def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
 
 def pmapped_steps(task: Task) -> tuple[Callable, Callable]:
   """`train_step` (donating the state) and `eval_step` over the local devices: the trainer's and benchmark's."""
-  p_train_step = jax.pmap(lambda s, b, r: train_step(s, b, r, task=task), axis_name=AXIS, donate_argnums=0)
+  p_train_step = jax.pmap(lambda s, b, r, stop: train_step(s, b, r, stop, task=task), axis_name=AXIS,
+                          donate_argnums=0)
   p_eval_step = jax.pmap(lambda p, b: eval_step(p, b, task=task), axis_name=AXIS)
   return p_train_step, p_eval_step
+
+
+def no_stop_requests() -> jax.Array:
+  """The pmapped train step's `stop_requested` when none is asked, already on the local devices."""
+  return flax.jax_utils.replicate(jnp.zeros((), bool))
 
 
 def create_state(config: ml_collections.ConfigDict, task: Task, init_rng: jax.Array) -> train_state.TrainState:
@@ -143,7 +156,7 @@ def prepare_workdir(workdir: str) -> None:
   """Creates `workdir` and writes to it, so an unusable one fails now, naming itself, not hours later."""
   try:
     os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, f'.write_probe_{os.getpid()}')
+    probe = os.path.join(workdir, f'.write_probe_{socket.gethostname()}_{os.getpid()}')
     with open(probe, 'w') as f:
       f.write('ok')
     os.remove(probe)
@@ -160,172 +173,163 @@ def check_free_space(workdir: str, state: train_state.TrainState, max_to_keep: i
                   f'the best one and one being written need about {needed / 2**20:.1f} MiB')
 
 
+def itstime(step: int, every: int, last: int) -> bool:
+  """Whether a task done every `every` steps (and after the last) is due after `step`."""
+  return step % every == 0 or step == last
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Task,
                        should_stop: Callable[[int], bool] | None = None) -> dict[str, Any]:
-  """Trains, or resumes training in `workdir`, then scores the best checkpoint on the test split.
+  """Trains, or resumes training in `workdir`, then scores the best checkpoint on the test split(s).
 
-  Stops early, after saving a checkpoint, on SIGTERM or when `should_stop(step)` says so;
-  re-running the same call resumes. Returns the results also written to results.json.
+  Stops early, after saving a checkpoint, on SIGTERM or SIGINT to any process, or when
+  `should_stop(step)` (a function of the step alone, so every host agrees) says so;
+  re-running the same call resumes. Returns `status` ('finished' or 'stopped') and
+  `step`, and when finished the results also written to results.json.
   """
+  # Config and workdir: every process checks, so a host that cannot write fails the run now.
   check_config(config, task.config_sections)
-  prepare_workdir(workdir)
+  distributed.check_everywhere(lambda: prepare_workdir(workdir), f'writing to workdir {workdir!r}')
   num_steps = config.training.num_train_steps
+
+  # Model, optimizer and PRNG keys.
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
   state = create_state(config, task, init_rng)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
   check_free_space(workdir, state, config.checkpoint.max_to_keep)
-
-  checkpoints = Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep)
-  meta = {'step': 0, 'data_position': 0, 'rng': np.asarray(dropout_rng).tolist(), 'best': None,
-          'model': config.model.to_dict(), 'artifacts': task.artifacts}
-  if checkpoints.latest.latest_step() is not None:
-    state, meta = _resume(checkpoints, state, meta)
-  if jax.process_index() == 0:
-    _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
-    _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
-
+  record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': config.model.to_dict(),
+            'artifacts': task.artifacts}
   p_train_step, p_eval_step = pmapped_steps(task)
-  writer = MetricWriter(workdir)
-  sigterm = _SigtermFlag()
-  step = int(state.step)
-  rng = flax.jax_utils.replicate(jnp.asarray(meta['rng'], jnp.uint32))
-  replicated = flax.jax_utils.replicate(state)
 
-  def snapshot() -> tuple[Any, dict]:
-    host_state = jax.device_get(flax.jax_utils.unreplicate(replicated))
-    return host_state, meta | {'step': step, 'data_position': meta['data_position'] + step - meta['step']}
+  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep) as checkpoints,
+        MetricWriter(workdir) as writer, StopSignals() as signals):
+    # Restore.
+    restored = checkpoints.restore_newest_readable(state, check=functools.partial(_check_compatible, record))
+    if restored:
+      state, record = restored
+      logging.info('resumed from step %d', int(state.step))
+    if distributed.is_primary():
+      _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
+      _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
 
-  unchecked_steps: list[jax.Array] = []  # Per-step finiteness flags not yet read on the host.
-
-  def ensure_finite() -> None:
-    """Stops the run at the first non-finite step, before anything is logged or saved after it."""
-    flags = np.asarray(jax.device_get(unchecked_steps), bool)
-    first = step - len(flags) + 1
-    unchecked_steps.clear()
-    if not flags.all():
-      checkpoints.wait()
-      latest = checkpoints.latest.latest_step()
-      checkpoints.close()
-      writer.close()
-      raise FloatingPointError(
-          f'non-finite loss or gradients at step {first + int(np.argmin(flags))}; stopped at step {step} without '
-          f'saving; the latest checkpoint (step {latest}) and the best one are kept. Lower optimizer.learning_rate, '
-          'set optimizer.grad_clip_norm or check the data, then re-run to resume from the latest checkpoint')
-
-  def validate() -> None:
-    ensure_finite()
-    scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'))
-    writer.write(step, scores, prefix='validation')
-    score = scores[task.selection_metric]
-    if meta['best'] is None or score > meta['best']['score']:
-      host_state, record = snapshot()
-      record['best'] = {'step': step, 'score': score, 'validation': scores}
-      Checkpoints.save(checkpoints.best, step, host_state, record)
-      meta['best'] = record['best']
-
-  def save_latest() -> None:
-    ensure_finite()
-    host_state, record = snapshot()
-    Checkpoints.save(checkpoints.latest, step, host_state, record)
-
-  batches = flax.jax_utils.prefetch_to_device(
-      map(shard, task.train_batches(meta['data_position'])), size=2)
-  window: list[Metrics] = []
-  window_start, window_step = time.perf_counter(), step
-  run_start, run_first_step = window_start, step
-  with sigterm:
+    # Train.
+    step = first_step = int(state.step)
+    replicated = flax.jax_utils.replicate(state)
+    rng = flax.jax_utils.replicate(jnp.asarray(record['rng'], jnp.uint32))
+    batches = flax.jax_utils.prefetch_to_device(map(shard, task.train_batches(step)), size=2)
+    flags = _StepFlags()
+    window = _Window(step)
+    learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
+    run_start = time.perf_counter()
     while step < num_steps:
-      replicated, metrics, finite = p_train_step(replicated, next(batches), rng)
-      window.append(flax.jax_utils.unreplicate(metrics))
-      unchecked_steps.append(finite[0])
+      stop_requests = np.full(jax.local_device_count(), signals.requested())
+      replicated, metrics, step_flags = p_train_step(replicated, next(batches), rng, stop_requests)
       step += 1
-      if step % config.training.log_every_steps == 0 or step == num_steps:
-        ensure_finite()
-        scores = summarize(window)
-        elapsed = time.perf_counter() - window_start
-        steps_per_second = (step - window_step) / elapsed
-        scores |= {'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
-                   'examples_per_second': steps_per_second * config.training.batch_size,
-                   'eta_minutes': (num_steps - step) / steps_per_second / 60}
-        writer.write(step, scores, prefix='train')
-        window, window_start, window_step = [], time.perf_counter(), step
-      if step % config.evaluation.every_steps == 0 or step == num_steps:
-        validate()
-      if step % config.checkpoint.every_steps == 0 or step == num_steps:
-        save_latest()
-      if step < num_steps and (sigterm.is_set() or (should_stop and should_stop(step))):
-        logging.warning('stopping at step %d; re-run the same command to resume', step)
-        save_latest()
-        checkpoints.wait()
-        checkpoints.close()
-        writer.close()
-        return {'stopped_at_step': step}
-  train_seconds = time.perf_counter() - run_start
-  checkpoints.wait()
-  results = _test_best(checkpoints, state, p_eval_step, task)
-  results |= {'config': config.to_dict(), 'baselines': task.baselines, 'train_seconds_this_run': train_seconds,
-              'steps_this_run': step - run_first_step}
-  checkpoints.close()
-  if jax.process_index() == 0:
-    _write_json(os.path.join(workdir, 'results.json'), results)
-  writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
-               prefix='final')
-  writer.close()
+      window.add(metrics)
+      stop = flags.add(step_flags) or bool(should_stop and should_stop(step))
+      last = step == num_steps
+      if itstime(step, config.training.log_every_steps, num_steps):
+        flags.raise_if_non_finite(step, checkpoints)
+        writer.write(step, window.scores(step, num_steps, learning_rate, config.training.batch_size), prefix='train')
+      if itstime(step, config.evaluation.every_steps, num_steps):
+        flags.raise_if_non_finite(step, checkpoints)
+        scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'))
+        writer.write(step, scores, prefix='validation')
+        if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
+          record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores}}
+          checkpoints.save_best(step, _host_state(replicated), record)
+      if itstime(step, config.checkpoint.every_steps, num_steps) or (stop and not last):
+        flags.raise_if_non_finite(step, checkpoints)
+        checkpoints.save_latest(step, _host_state(replicated), record)
+      if stop and not last:
+        logging.warning('stopped at step %d; re-run the same command to resume', step)
+        return {'status': 'stopped', 'step': step}
+    train_seconds = time.perf_counter() - run_start
+
+    # Score the best checkpoint.
+    results = _test_best(checkpoints, state, p_eval_step, task)
+    results |= {'status': 'finished', 'step': step, 'config': config.to_dict(), 'baselines': task.baselines,
+                'train_seconds_this_run': train_seconds, 'steps_this_run': step - first_step}
+    if distributed.is_primary():
+      _write_json(os.path.join(workdir, 'results.json'), results)
+    writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
+                 prefix='final')
   return results
 
 
-def _resume(checkpoints: Checkpoints, template: train_state.TrainState, meta: dict
-            ) -> tuple[train_state.TrainState, dict]:
-  """Restores the newest readable checkpoint, refusing one made for another model or task artifacts.
+class _StepFlags:
+  """The train step's flags, read on the host one step late, so one step stays in flight.
 
-  Unreadable newer checkpoints (damaged files, a write cut short) are set aside with a
-  warning, never deleted; an incompatible one is an error, not a reason to fall back.
+  The stop flag is read every step (every host reads the same value, so all stop
+  after the same step); finiteness is read at log, evaluation and checkpoint steps,
+  before anything is written.
   """
-  unreadable = []
-  for step in sorted(checkpoints.latest.all_steps(), reverse=True):
-    try:
-      saved = Checkpoints.restore_meta(checkpoints.latest, step)
-    except Exception as error:  # Orbax raises many types for damaged files.
-      _warn_unreadable(step, error)
-      unreadable.append(step)
-      continue
-    _check_compatible(step, saved, meta)
-    try:
-      state, saved = Checkpoints.restore(checkpoints.latest, step, template)
-    except Exception as error:  # As above; the structure matched, as the model config did.
-      _warn_unreadable(step, error)
-      unreadable.append(step)
-      continue
-    for bad_step in unreadable:
-      logging.warning('moved the unreadable checkpoint of step %d to %s', bad_step, checkpoints.set_aside(bad_step))
-    logging.info('resumed from step %d (data position %d)', step, saved['data_position'])
-    return state, saved
-  raise ValueError(f'no checkpoint in {checkpoints.latest.directory} can be restored (steps {unreadable}); move '
-                   'the directory away to start afresh')
+
+  def __init__(self):
+    self._pending: collections.deque = collections.deque()
+    self._finite: list[jax.Array] = []
+
+  def add(self, flags: StepFlags) -> bool:
+    """Records one step's flags; returns whether a stop was agreed on (read from the step before)."""
+    self._pending.append(flags['stop'][0])
+    self._finite.append(flags['finite'][0])
+    return len(self._pending) > 1 and bool(self._pending.popleft())
+
+  def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
+    """Stops the run at the first non-finite step, before anything is logged or saved after it."""
+    finite = np.asarray(jax.device_get(self._finite), bool)
+    self._finite.clear()
+    if not finite.all():
+      raise FloatingPointError(
+          f'non-finite loss or gradients at step {step - len(finite) + 1 + int(np.argmin(finite))}; stopped at '
+          f'step {step} without saving; the latest checkpoint (step {checkpoints.latest_step()}) and the best one '
+          'are kept. Lower optimizer.learning_rate, set optimizer.grad_clip_norm or check the data, then re-run '
+          'to resume from the latest checkpoint')
 
 
-def _warn_unreadable(step: int, error: Exception) -> None:
-  logging.warning('checkpoint at step %d cannot be restored (%s: %s); trying the one before', step,
-                  type(error).__name__, str(error)[:300])
+class _Window:
+  """Training metrics since the last log step, and their throughput."""
+
+  def __init__(self, step: int):
+    self._restart(step)
+
+  def _restart(self, step: int) -> None:
+    self._start, self._step, self._sums = time.perf_counter(), step, []
+
+  def add(self, metrics: Metrics) -> None:
+    self._sums.append(flax.jax_utils.unreplicate(metrics))
+
+  def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
+    """Per-example averages, the learning rate of the last step, rates and ETA; starts a new window."""
+    steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
+    scores = summarize(self._sums) | {
+        'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
+        'examples_per_second': steps_per_second * batch_size,
+        'eta_minutes': (num_steps - step) / steps_per_second / 60}
+    self._restart(step)
+    return scores
 
 
-def _check_compatible(step: int, saved: dict, meta: dict) -> None:
-  if saved['artifacts'] != meta['artifacts']:
+def _host_state(replicated: train_state.TrainState) -> train_state.TrainState:
+  return jax.device_get(flax.jax_utils.unreplicate(replicated))
+
+
+def _check_compatible(expected: dict, step: int, saved: dict) -> None:
+  """Refuses a checkpoint made for another model or with other task artifacts (a vocabulary)."""
+  if saved['artifacts'] != expected['artifacts']:
     raise ValueError(f'checkpoint at step {step} was trained with different task artifacts '
                      f'({sorted(saved["artifacts"])}); refusing to resume with a different vocabulary')
-  differing = sorted(k for k in set(saved['model']) | set(meta['model'])
-                     if saved['model'].get(k) != meta['model'].get(k))
+  differing = sorted(k for k in set(saved['model']) | set(expected['model'])
+                     if saved['model'].get(k) != expected['model'].get(k))
   if differing:
     raise ValueError(f'checkpoint at step {step} has a different model config; differing keys: '
-                     + ', '.join(f'model.{k} ({saved["model"].get(k)!r} -> {meta["model"].get(k)!r})'
+                     + ', '.join(f'model.{k} ({saved["model"].get(k)!r} -> {expected["model"].get(k)!r})'
                                  for k in differing))
 
 
 def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eval_step: Callable,
                task: Task) -> dict[str, Any]:
-  best_step = checkpoints.best.latest_step()
-  state, record = Checkpoints.restore(checkpoints.best, best_step, template)
+  best_step, state, record = checkpoints.restore_best(template)
   replicated_params = flax.jax_utils.replicate(state.params)
   test_sets = {}
   for split in task.test_splits:
@@ -341,23 +345,3 @@ def _write_json(path: str, payload: dict) -> None:
   with open(temporary, 'w') as f:
     json.dump(payload, f, indent=2, sort_keys=True)
   os.replace(temporary, path)
-
-
-class _SigtermFlag:
-  """Turns SIGTERM into a flag the loop polls, so preemption saves a checkpoint first."""
-
-  def __init__(self):
-    self._event = threading.Event()
-    self._previous = None
-
-  def is_set(self) -> bool:
-    return self._event.is_set()
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, lambda *_: self._event.set())
-    return self
-
-  def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)

@@ -117,9 +117,9 @@ def tokenizer_names(joint: bool) -> tuple[str, ...]:
   return ('joint',) if joint else ('source', 'target')
 
 
-def ensure_tokenizers(directory: str, train: ParallelText, *, joint: bool, vocab_size: int, model_type: str,
-                      character_coverage: float) -> Tokenizers:
-  """Loads `directory/{joint|source|target}.model`, training (and saving) the missing ones first."""
+def write_missing_tokenizers(directory: str, train: ParallelText, *, joint: bool, vocab_size: int, model_type: str,
+                             character_coverage: float) -> None:
+  """Trains and saves those of `directory/{joint|source|target}.model` that do not exist yet."""
   os.makedirs(directory, exist_ok=True)
   corpora = {'joint': train.sources + train.targets, 'source': train.sources, 'target': train.targets}
   for name in tokenizer_names(joint):
@@ -130,7 +130,6 @@ def ensure_tokenizers(directory: str, train: ParallelText, *, joint: bool, vocab
       with open(path + '.tmp', 'wb') as f:
         f.write(proto)
       os.replace(path + '.tmp', path)
-  return load_tokenizers(directory, joint=joint)
 
 
 def load_tokenizers(directory: str, *, joint: bool) -> Tokenizers:

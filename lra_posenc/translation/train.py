@@ -20,7 +20,7 @@ from absl import logging
 
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
-from lra_posenc.training import cli, trainer
+from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
@@ -122,10 +122,12 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   data = config.data
   splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
   texts = {name: read_text(data, split) for name, split in splits.items()}
-  tokenizers = input_pipeline.ensure_tokenizers(
-      os.path.join(workdir, 'tokenizer'), texts['train'], joint=data.tokenizer.joint,
-      vocab_size=data.tokenizer.vocab_size, model_type=data.tokenizer.model_type,
-      character_coverage=data.tokenizer.character_coverage)
+  tokenizer_dir = os.path.join(workdir, 'tokenizer')
+  distributed.on_primary(lambda: input_pipeline.write_missing_tokenizers(
+      tokenizer_dir, texts['train'], joint=data.tokenizer.joint, vocab_size=data.tokenizer.vocab_size,
+      model_type=data.tokenizer.model_type, character_coverage=data.tokenizer.character_coverage),
+      f'training the tokenizer into {tokenizer_dir}')
+  tokenizers = input_pipeline.load_tokenizers(tokenizer_dir, joint=data.tokenizer.joint)
   datasets = {}
   for name, text in texts.items():
     train = name == 'train'
@@ -140,7 +142,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   def score_test(replicated_params, split: str) -> dict:
     outputs = translator.translate_ids(replicated_params, datasets[split].arrays['inputs'])
     hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
-    if jax.process_index() == 0:
+    if distributed.is_primary():
       os.makedirs(output_dir, exist_ok=True)
       with open(os.path.join(output_dir, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in hypotheses)

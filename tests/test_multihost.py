@@ -1,0 +1,164 @@
+"""Several processes, one run: 2 processes x 2 CPU devices (gloo) against 1 process x 4 devices.
+
+Each run is real: separate processes joined by `jax.distributed` on a free local port,
+sharing one workdir; faults are real signals. Every process a test starts is killed
+when the test ends, whatever its outcome.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import free_port, group_failures, group_results, start_worker, wait_for, worker_group, worker_results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+STEPS = 24
+OPTIONS = ('--dropout', '0.1', '--checkpoint_every', '4')  # Dropout on: the keys of every device must agree.
+
+
+def run_group(data_dir, workdir, *options: str, steps: int = STEPS) -> list[dict]:
+  with worker_group(data_dir, workdir, steps, *OPTIONS, *options, processes=2, devices=2) as workers:
+    return group_results(workers)
+
+
+def assert_same_parameters(expected_npz, got_npz, *, exact: bool) -> None:
+  expected, got = np.load(expected_npz), np.load(got_npz)
+  assert expected.files == got.files
+  for name in expected.files:
+    if exact:
+      np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    elif "['key']['bias']" not in name:
+      # Gloo sums the gradients of the 4 devices in another order than one process's
+      # all-reduce: float32 rounding only. Key biases shift every logit of a query alike,
+      # which softmax ignores: their true gradient is zero, and Adam turns the rounding
+      # noise into full-size steps; they cannot change the output, so they are left out.
+      np.testing.assert_allclose(got[name], expected[name], atol=2e-5, err_msg=name)
+
+
+def comparable(results: dict, prefix: str = '') -> dict:
+  """What must agree between two runs of one config, flattened: everything but timings and topology."""
+  flat = {}
+  for key, value in results.items():
+    if key not in ('train_seconds_this_run', 'devices', 'processes'):
+      flat |= comparable(value, f'{prefix}{key}/') if isinstance(value, dict) else {prefix + key: value}
+  return flat
+
+
+def assert_same_results(got: dict, expected: dict) -> None:
+  """Equal, but for metrics summed by gloo in another order (float32 rounding, hence rel 1e-6)."""
+  got, expected = comparable(got), comparable(expected)
+  assert got.keys() == expected.keys()
+  for key, value in expected.items():
+    assert got[key] == (pytest.approx(value, rel=1e-6) if isinstance(value, float) else value), key
+
+
+@pytest.fixture(scope='module')
+def listops_runs(tiny_data_dir, tmp_path_factory):
+  """The same ListOps run as 1 process x 4 devices and as 2 processes x 2 devices."""
+  root = tmp_path_factory.mktemp('listops_runs')
+  one = worker_results(start_worker(tiny_data_dir, root / 'one', STEPS, *OPTIONS, '--out', str(root / 'one.npz'),
+                                    devices=4))
+  two = run_group(tiny_data_dir, root / 'two', '--out', str(root / 'two.npz'))
+  return root, one, two
+
+
+def test_listops_two_processes_match_one(listops_runs):
+  root, one, two = listops_runs
+  assert one['processes'] == 1 and [r['processes'] for r in two] == [2, 2]
+  assert one['devices'] == two[0]['devices'] == 4
+  assert comparable(two[0]) == comparable(two[1])  # Every host reports the same run.
+  assert_same_parameters(root / 'one.npz', root / 'two.npz', exact=False)
+  assert_same_results(two[0], one)
+  with open(root / 'two' / 'results.json') as f:
+    written = json.load(f)
+  assert written['test'] == two[0]['test'] and written['best_step'] == one['best_step']
+
+
+def test_translation_two_processes_match_one(toy_corpus, tmp_path):
+  options = ('--task', 'translation', '--checkpoint_every', '12')
+  one = worker_results(start_worker(toy_corpus, tmp_path / 'one', 12, *options, '--dropout', '0.1',
+                                    '--out', str(tmp_path / 'one.npz'), devices=4))
+  with worker_group(toy_corpus, tmp_path / 'two', 12, *options, '--dropout', '0.1', '--out', str(tmp_path / 'two.npz'),
+                    processes=2, devices=2) as workers:
+    two = group_results(workers)
+  assert comparable(two[0]) == comparable(two[1])
+  assert_same_parameters(tmp_path / 'one.npz', tmp_path / 'two.npz', exact=False)
+  # The tokenizer was trained once, by process 0, into the shared workdir.
+  assert sorted(p.name for p in (tmp_path / 'two' / 'tokenizer').iterdir()) == ['joint.model']
+  assert_same_results(two[0], one)
+  with open(tmp_path / 'two' / 'translations' / 'test.de') as f, open(tmp_path / 'one' / 'translations' / 'test.de') as g:
+    assert f.read() == g.read()
+
+
+def test_both_processes_killed_then_rerun_match_an_uninterrupted_run(tiny_data_dir, listops_runs, tmp_path):
+  root, _, uninterrupted = listops_runs
+  with worker_group(tiny_data_dir, tmp_path, STEPS, *OPTIONS, processes=2, devices=2) as workers:
+    wait_for(tmp_path / 'checkpoints' / '12', workers[0])
+    for worker in workers:
+      worker.send_signal(signal.SIGKILL)
+    for worker in workers:
+      worker.communicate()
+      assert worker.returncode == -signal.SIGKILL
+  rerun = run_group(tiny_data_dir, tmp_path, '--out', str(tmp_path / 'rerun.npz'))
+  assert 0 < rerun[0]['steps_this_run'] < STEPS
+  assert_same_parameters(root / 'two.npz', tmp_path / 'rerun.npz', exact=True)
+  assert rerun[0]['test'] == uninterrupted[0]['test'] and rerun[0]['best_step'] == uninterrupted[0]['best_step']
+
+
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_one_process_stops_both_at_one_step(tiny_data_dir, tmp_path, signum):
+  with worker_group(tiny_data_dir, tmp_path, 100_000, *OPTIONS, processes=2, devices=2) as workers:
+    wait_for(tmp_path / 'checkpoints' / '8', workers[0])
+    workers[1].send_signal(signum)
+    stopped = group_results(workers)  # Both exit 0.
+  assert [r['status'] for r in stopped] == ['stopped', 'stopped']
+  step = stopped[0]['step']
+  assert stopped[1]['step'] == step and 8 <= step < 100_000
+  kept = sorted(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())
+  assert kept[-1] == step
+  resumed = run_group(tiny_data_dir, tmp_path, steps=step + 3)
+  assert [r['steps_this_run'] for r in resumed] == [3, 3]
+  if signum == signal.SIGTERM:  # Then an unreadable newest checkpoint: both processes fall back to the one before.
+    newest = max(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())
+    previous = sorted(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())[-2]
+    for array_file in (tmp_path / 'checkpoints' / str(newest) / 'state').rglob('*'):
+      if array_file.is_file():
+        array_file.write_bytes(b'garbage')
+    resumed = run_group(tiny_data_dir, tmp_path, steps=newest + 2)
+    assert [r['steps_this_run'] for r in resumed] == [newest + 2 - previous] * 2
+    assert (tmp_path / 'checkpoints.unreadable' / str(newest) / 'state').is_dir()
+
+
+# Errors that name what is wrong.
+
+def test_a_batch_the_devices_of_all_processes_do_not_divide_is_named(tiny_data_dir, tmp_path):
+  with worker_group(tiny_data_dir, tmp_path, 4, '--batch_size', '6', processes=2, devices=2) as workers:
+    for stderr in group_failures(workers):
+      assert 'training.batch_size=6 is not divisible by the 4 devices (2 process(es) x 2 local devices)' in stderr
+
+
+def test_a_workdir_one_process_cannot_write_fails_on_every_process(tiny_data_dir, tmp_path):
+  # A relative workdir seen from two working directories: a directory for process 0, a
+  # plain file for process 1, as when a host lacks the shared mount.
+  (tmp_path / 'host0').mkdir()
+  (tmp_path / 'host1').mkdir()
+  (tmp_path / 'host1' / 'run').write_text('not a directory')
+  with worker_group(tiny_data_dir, 'run', 4, processes=2, devices=2,
+                    cwds=[tmp_path / 'host0', tmp_path / 'host1']) as workers:
+    primary, other = group_failures(workers)
+  assert "writing to workdir 'run' failed on process(es) [1] of 2; see their logs" in primary
+  assert "workdir 'run' is not writable" in other
+
+
+def test_an_unreachable_coordinator_is_named_after_the_timeout():
+  address = f'127.0.0.1:{free_port()}'
+  code = ('from lra_posenc.training import distributed\n'
+          f'distributed.initialize(coordinator_address={address!r}, num_processes=2, process_id=1, timeout_seconds=2)')
+  finished = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert finished.returncode == 1
+  assert f'ConnectionError: process 1 of 2 could not reach the coordinator at {address}' in finished.stderr
