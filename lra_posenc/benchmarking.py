@@ -6,7 +6,6 @@ Batches stay in device memory, so only model and optimizer are timed;
 `pipeline_gap` compares that with the real input pipeline and train loop.
 """
 import dataclasses
-import functools
 import statistics
 import tempfile
 import time
@@ -18,15 +17,11 @@ import jax
 import ml_collections
 import numpy as np
 
-from lra_posenc.listops import input_pipeline as listops_input
-from lra_posenc.listops import train as listops_train
 from lra_posenc.models import flops
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.input_pipeline import EOS_ID
-from lra_posenc.translation.translator import Translator, create_translator
+from lra_posenc.translation.translator import Translator
 
 # Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
 # `model.dtype`. float32 counts TF32 tensor cores, which JAX's default precision uses there.
@@ -40,7 +35,7 @@ PEAK_TFLOPS = (
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-  """A task's model with synthetic batches of its config's training shapes.
+  """A task's model with synthetic batches of its config's training shapes (each task's `benchmark_workload`).
 
   Attributes:
     task: the model's parameters and metrics as the trainer uses them (no data).
@@ -56,56 +51,8 @@ class Workload:
   translator: Translator | None = None
 
 
-def listops_workload(config: ml_collections.ConfigDict) -> Workload:
-  model = listops_train.create_model(config)
-  length = config.data.max_length
-
-  def batch(examples: int, rng: np.random.Generator) -> Batch:
-    return {'inputs': rng.integers(1, len(listops_input.VOCAB), (examples, length), dtype=np.int32),
-            'targets': rng.integers(0, config.data.num_classes, (examples,), dtype=np.int32),
-            'weight': np.ones((examples,), np.float32)}
-
-  positions = length + (config.model.pooling == 'cls')
-  return Workload(
-      task=_task(lambda rng: model.init({'params': rng}, np.zeros((1, length), np.int32), train=False)['params'],
-                 functools.partial(listops_train.classification_metrics, model)),
-      batch=batch,
-      forward_flops=flops.classifier_flops(model.config, positions, config.model.classifier_dim,
-                                           config.data.num_classes),
-      tokens_per_example=length)
-
-
-def translation_workload(config: ml_collections.ConfigDict) -> Workload:
-  """Source and target of `data.max_length` ids from a `data.tokenizer.vocab_size` vocabulary."""
-  vocab_size, length = config.data.tokenizer.vocab_size, config.data.max_length
-  translator = create_translator(config, None, (vocab_size, vocab_size))
-  model = translator.model
-
-  def batch(examples: int, rng: np.random.Generator) -> Batch:
-    ids = lambda: rng.integers(EOS_ID + 1, vocab_size, (examples, length), dtype=np.int32)
-    return {'inputs': ids(), 'targets': ids(), 'weight': np.ones((examples,), np.float32)}
-
-  example = np.zeros((1, length), np.int32)
-  return Workload(
-      task=_task(lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
-                 functools.partial(translation_train.translation_metrics, model, config.loss.label_smoothing)),
-      batch=batch,
-      forward_flops=flops.seq2seq_flops(model.config, length, length, vocab_size),
-      tokens_per_example=2 * length,
-      translator=translator)
-
-
-WORKLOADS: dict[str, Callable[[ml_collections.ConfigDict], Workload]] = {
-    'listops': listops_workload,
-    'translation': translation_workload,
-}
-TASK_FACTORIES: dict[str, Callable[[ml_collections.ConfigDict, str], trainer.Task]] = {
-    'listops': listops_train.create_task,
-    'translation': translation_train.create_task,
-}
-
-
-def _task(init_params: Callable, metrics: Callable) -> trainer.Task:
+def synthetic_task(init_params: Callable, metrics: Callable) -> trainer.Task:
+  """A task with a model and no data: what a `Workload` gives the trainer's steps."""
   return trainer.Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
                       selection_metric='accuracy', artifacts={}, baselines={})
 
@@ -262,7 +209,7 @@ def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, w
           'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
 
 
-def pipeline_gap(config: ml_collections.ConfigDict, task_name: str, workdir: str, *, windows: int,
+def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir: str, *, windows: int,
                  steps_per_window: int) -> dict[str, Any]:
   """Steps/s of the real train loop (`trainer.train_and_evaluate`) against the same batches held on device.
 
@@ -275,7 +222,6 @@ def pipeline_gap(config: ml_collections.ConfigDict, task_name: str, workdir: str
   input pipeline alone makes (drawn and sharded on the host): the ceiling it puts on
   any device's steps/s.
   """
-  task = TASK_FACTORIES[task_name](config, workdir)
   steps = (windows + 1) * steps_per_window
   start = time.perf_counter()
   host_batches = [trainer.shard(batch) for _, batch in zip(range(steps), task.train_batches(0))]

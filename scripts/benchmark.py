@@ -32,11 +32,12 @@ from ml_collections import config_flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import benchmarking, encodings  # noqa: E402
+from lra_posenc.tasks import TASKS  # noqa: E402
 from lra_posenc.validation import check_choice  # noqa: E402
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')
-flags.DEFINE_enum('task', 'listops', sorted(benchmarking.WORKLOADS), 'Which task the config belongs to.')
+flags.DEFINE_enum('task', 'listops', sorted(TASKS), 'Which task the config belongs to.')
 flags.DEFINE_string('encodings', '', "Comma-separated encodings, or 'all'; empty: the config's own.")
 flags.DEFINE_integer('windows', 5, 'Timed windows (after one warm-up window); the median counts.')
 flags.DEFINE_integer('steps_per_window', 20, 'Steps per timed window.')
@@ -58,7 +59,7 @@ def throughput(config, encoding_names: list[str]) -> dict:
   for name in encoding_names:
     configs[name] = config.copy_and_resolve_references()
     configs[name].model.pos_encoding = name
-    workloads[name] = benchmarking.WORKLOADS[FLAGS.task](configs[name])
+    workloads[name] = TASKS[FLAGS.task].benchmark_workload(configs[name])
     timers[name] = benchmarking.TrainStepTimer(configs[name], workloads[name])
   seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
   results = {name: {'train': timers[name].summary(seconds[name], FLAGS.steps_per_window, FLAGS.peak_tflops)}
@@ -149,7 +150,8 @@ def main(argv) -> None:
   elif FLAGS.pipeline:
     if not FLAGS.workdir:
       raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')
-    gap = benchmarking.pipeline_gap(config, FLAGS.task, FLAGS.workdir, windows=FLAGS.windows,
+    task = TASKS[FLAGS.task].create_task(config, FLAGS.workdir)
+    gap = benchmarking.pipeline_gap(config, task, FLAGS.workdir, windows=FLAGS.windows,
                                     steps_per_window=FLAGS.steps_per_window)
     print(f'synthetic {gap["synthetic_steps_per_second"]:.2f} steps/s, real pipeline and loop '
           f'{gap["real_steps_per_second"]:.2f} steps/s: gap {gap["gap"]:.1%}; the input pipeline alone makes '

@@ -42,10 +42,11 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
 from lra_posenc.listops import train as listops_train  # noqa: E402
+from lra_posenc.sweeps import save_line_plot, spec_of_directory  # noqa: E402
+from lra_posenc.tasks import TASKS  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
-from sweep import save_line_plot, spec_of_directory  # noqa: E402
 
 CANNOT_EXTRAPOLATE = 'cannot extrapolate'
 CACHE_FILE = 'length_scores.json'
@@ -75,8 +76,7 @@ def bucket_label(low: int, high: int) -> str:
 
 def listops_length_set(spec: dict, low: int, high: int, num_samples: int, data_dir: str) -> str:
   """basic-format TSV of `num_samples` expressions of low..high-1 tokens from generator `spec`, reused if present."""
-  options = generator.GeneratorOptions(**{f.name: spec[f.name] for f in dataclasses.fields(generator.GeneratorOptions)}
-                                       | {'min_length': low - 1, 'max_length': high})
+  options = generator.GeneratorOptions.from_spec(spec, min_length=low - 1, max_length=high)
   name = '_'.join(f'{k}{v}' for k, v in sorted(dataclasses.asdict(options).items()))
   path = os.path.join(data_dir, f'length_{bucket_label(low, high)}_seed{spec["seed"]}_n{num_samples}_{name}.tsv')
   if not os.path.exists(path):
@@ -207,7 +207,7 @@ def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | Non
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', required=True, choices=('listops', 'translation'))
+  parser.add_argument('--task', required=True, choices=sorted(TASKS))
   parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
   parser.add_argument('--bounds', required=True, help='Comma-separated increasing bucket edges, in tokens.')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')

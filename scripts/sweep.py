@@ -22,7 +22,6 @@ variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_
 """
 import argparse
 import csv
-import dataclasses
 import json
 import os
 import statistics
@@ -40,56 +39,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import encodings  # noqa: E402
+from lra_posenc.sweeps import Variant, parse_variant, save_line_plot  # noqa: E402
+from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
 from lra_posenc.training.metric_writer import read_history  # noqa: E402
 
 RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSpec:
-  module: str
-  test_metric: str  # Read from results.json's test_sets[split].
-  validation_metric: str  # The trainer's selection metric, read from metrics.jsonl.
-  default_target: float  # Validation score whose first crossing is reported.
-
-
-TASKS = {
-    'listops': TaskSpec('lra_posenc.listops.train', 'accuracy', 'accuracy', 0.4),
-    'translation': TaskSpec('lra_posenc.translation.train', 'bleu', 'accuracy', 0.5),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-  """An encoding and the config overrides that distinguish this row of the table."""
-  spec: str
-  encoding: str
-  overrides: tuple[tuple[str, str], ...]
-
-  @property
-  def directory(self) -> str:
-    return self.spec.replace(':', '__').replace('=', '-', len(self.overrides) - 1)
-
-
-def spec_of_directory(directory: str) -> str:
-  """Inverts `Variant.directory` (keys hold no '-', so the first '-' of each override separates its value)."""
-  name, *pairs = directory.split('__')
-  return ':'.join([name] + [pair.replace('-', '=', 1) for pair in pairs])
-
-
-def parse_variant(spec: str) -> Variant:
-  """`NAME[:KEY=VALUE]...`; raises ValueError naming a bad encoding or override."""
-  name, *pairs = spec.split(':')
-  if name not in encodings.REGISTRY:
-    raise ValueError(f'variant {spec!r}: encoding {name!r} is not one of {list(encodings.REGISTRY)}')
-  overrides = [('model.pos_encoding', name)]
-  for pair in pairs:
-    key, separator, value = pair.partition('=')
-    if not separator or not key:
-      raise ValueError(f'variant {spec!r}: {pair!r} is not KEY=VALUE')
-    overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
-  return Variant(spec, name, tuple(overrides))
 
 
 def parse_setting(text: str) -> tuple[str, str]:
@@ -197,15 +152,6 @@ def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: 
       axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
   axes.set(xlabel='step', ylabel=f'validation {metric}', title=title)
   save_line_plot(figure, axes, path)
-
-
-def save_line_plot(figure, axes, path: str) -> None:
-  """The comparison plots' common finish: grid, legend, PNG, figure closed."""
-  axes.grid(alpha=0.3)
-  axes.legend(fontsize='small')
-  figure.tight_layout()
-  figure.savefig(path, dpi=120)
-  plt.close(figure)
 
 
 def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,

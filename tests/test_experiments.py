@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from configs.listops import lra
-from lra_posenc import encodings
+from lra_posenc import encodings, sweeps
 from lra_posenc.data import listops
 from lra_posenc.listops import train
 from lra_posenc.models.attention import attend, attention_weights
@@ -44,16 +44,16 @@ def tiny_sweep(tmp_path_factory):
 
 
 def test_variants_name_encoding_options_or_any_config_key():
-  variant = sweep.parse_variant('legendre:grid=open:model.pos_encoding_placement=after_encoder')
+  variant = sweeps.parse_variant('legendre:grid=open:model.pos_encoding_placement=after_encoder')
   assert variant.encoding == 'legendre'
   assert variant.overrides == (('model.pos_encoding', 'legendre'), ('model.pos_encoding_options.legendre.grid', 'open'),
                                ('model.pos_encoding_placement', 'after_encoder'))
-  assert sweep.spec_of_directory(variant.directory) == variant.spec
-  assert sweep.spec_of_directory(sweep.parse_variant('rope:base=-1').directory) == 'rope:base=-1'
+  assert sweeps.spec_of_directory(variant.directory) == variant.spec
+  assert sweeps.spec_of_directory(sweeps.parse_variant('rope:base=-1').directory) == 'rope:base=-1'
   with pytest.raises(ValueError, match=r"'sine' is not one of \['none'"):
-    sweep.parse_variant('sine')
+    sweeps.parse_variant('sine')
   with pytest.raises(ValueError, match="'grid' is not KEY=VALUE"):
-    sweep.parse_variant('legendre:grid')
+    sweeps.parse_variant('legendre:grid')
 
 
 def test_steps_to_target_is_the_first_crossing():
@@ -65,7 +65,7 @@ def test_steps_to_target_is_the_first_crossing():
 def test_summary_is_mean_and_sample_std_over_seeds():
   rows = [{'variant': 'a', 'seed': s, 'test accuracy': v, 'steps to x': t}
           for s, v, t in ((0, 0.5, 10), (1, 0.7, None), (2, 0.6, 30))]
-  (summary,) = sweep.summarize(rows, [sweep.Variant('a', 'none', ())])
+  (summary,) = sweep.summarize(rows, [sweeps.Variant('a', 'none', ())])
   accuracy = summary['columns']['test accuracy']
   assert accuracy['mean'] == pytest.approx(0.6) and accuracy['std'] == pytest.approx(0.1)
   assert summary['columns']['steps to x']['count'] == 2

@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from conftest import free_port, group_failures, group_results, start_worker, wait_for, worker_group, worker_results
+from conftest import (assert_same_parameters, free_port, group_failures, group_results, start_worker, wait_for,
+                      worker_group, worker_results)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,20 +24,6 @@ OPTIONS = ('--dropout', '0.1', '--checkpoint_every', '4')  # Dropout on: the key
 def run_group(data_dir, workdir, *options: str, steps: int = STEPS) -> list[dict]:
   with worker_group(data_dir, workdir, steps, *OPTIONS, *options, processes=2, devices=2) as workers:
     return group_results(workers)
-
-
-def assert_same_parameters(expected_npz, got_npz, *, exact: bool) -> None:
-  expected, got = np.load(expected_npz), np.load(got_npz)
-  assert expected.files == got.files
-  for name in expected.files:
-    if exact:
-      np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    elif "['key']['bias']" not in name:
-      # Gloo sums the gradients of the 4 devices in another order than one process's
-      # all-reduce: float32 rounding only. Key biases shift every logit of a query alike,
-      # which softmax ignores: their true gradient is zero, and Adam turns the rounding
-      # noise into full-size steps; they cannot change the output, so they are left out.
-      np.testing.assert_allclose(got[name], expected[name], atol=2e-5, err_msg=name)
 
 
 def comparable(results: dict, prefix: str = '') -> dict:

@@ -11,6 +11,7 @@ import signal
 import time
 import types
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import final_params, run_listops, start_worker, tiny_config, wait_for, worker_results
+from conftest import (assert_same_parameters, final_params, run_listops, start_worker, tiny_config, wait_for,
+                      worker_results)
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
 from lra_posenc.training import trainer
@@ -44,9 +46,7 @@ def test_sigkill_then_rerun_matches_an_uninterrupted_run(tiny_data_dir, tmp_path
   rerun = worker_results(start_worker(tiny_data_dir, tmp_path / 'killed', 120, *options,
                                       '--out', str(tmp_path / 'killed.npz')))
   assert 0 < rerun['steps_this_run'] < 120
-  expected, got = np.load(tmp_path / 'straight.npz'), np.load(tmp_path / 'killed.npz')
-  for name in expected.files:
-    np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+  assert_same_parameters(tmp_path / 'straight.npz', tmp_path / 'killed.npz', exact=True)
   assert rerun['test'] == straight['test'] and rerun['best_step'] == straight['best_step']
 
 
@@ -102,7 +102,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir,
   caplog.set_level('WARNING')
   resumed = run_listops(config, workdir)
   assert resumed['steps_this_run'] == 10  # From step 5.
-  jax.tree.map(np.testing.assert_array_equal, final_params(straight_workdir, 15), final_params(workdir, 15))
+  chex.assert_trees_all_equal(final_params(straight_workdir, 15), final_params(workdir, 15))
   assert resumed['test'] == straight['test']
   if damage == 'corrupt files':
     assert 'checkpoint at step 10 cannot be restored' in caplog.text

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+import chex
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -234,6 +235,13 @@ def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
   assert sum(b['examples'] for b in buckets.values()) == 64 and len(buckets) >= 2
 
 
+def test_sources_and_targets_must_share_their_batch_axis():
+  model = small_model('sinusoidal')
+  sources, targets = toy_batch(rows=3)
+  with pytest.raises(AssertionError, match='assert_equal_shape_prefix'):
+    model.init(jax.random.PRNGKey(0), sources, targets[:2], train=False)
+
+
 def token_batch(rows: int, target_length: int, seed: int):
   """Sources and targets of `target_length` ids with a random number of trailing pads per row."""
   rng = np.random.default_rng(seed)
@@ -284,7 +292,7 @@ def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
   assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'status': 'stopped', 'step': 5}
   resumed = run(config, tmp_path / 'resumed')
   assert resumed['steps_this_run'] == 7
-  jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path / 'straight', 12),
+  chex.assert_trees_all_equal(final_params(tmp_path / 'straight', 12),
                final_params(tmp_path / 'resumed', 12))
   assert resumed['test'] == straight['test']
 

@@ -17,7 +17,8 @@ import dataclasses
 import os
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 OPERATORS = ('[MIN', '[MAX', '[MED', '[SM')
 END = ']'
@@ -44,6 +45,11 @@ class GeneratorOptions:
       raise ValueError(
           f'no expression has min_length < length < max_length ({self.min_length} < length < {self.max_length}): '
           f'with max_depth={self.max_depth} and max_args={self.max_args} the longest has {self.longest_tree()} tokens')
+
+  @classmethod
+  def from_spec(cls, spec: Mapping[str, Any], **overrides: int) -> 'GeneratorOptions':
+    """The options named in `spec` (a config's `data.generator`, which holds more keys), with `overrides`."""
+    return cls(**{f.name: spec[f.name] for f in dataclasses.fields(cls)} | overrides)
 
   def longest_tree(self) -> int:
     """Tokens in the longest expression these options can generate."""
@@ -134,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   for field in dataclasses.fields(GeneratorOptions):
     parser.add_argument(f'--{field.name}', type=int, default=getattr(defaults, field.name))
   args = parser.parse_args(argv)
-  options = GeneratorOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GeneratorOptions)})
+  options = GeneratorOptions.from_spec(vars(args))
   sizes = dict(train=args.num_train_samples, val=args.num_valid_samples, test=args.num_test_samples)
   for split, path in write_splits(args.output_dir, args.seed, sizes, options).items():
     print(f'{split}: {sizes[split]} expressions -> {path}')

@@ -62,6 +62,11 @@ class PositionalEncoding(nn.Module):
 
   Options: ClassVar[type] = NoOptions
 
+  @classmethod
+  def check_model(cls, options: object, *, max_len: int, head_dim: int) -> None:
+    """Raises ValueError, naming the config key, for a model shape this encoding cannot serve."""
+    del options, max_len, head_dim
+
   def add_to_inputs(self, x: Array, positions: Array) -> Array:
     del positions
     return x

@@ -58,6 +58,13 @@ class ChebyshevEncoding(base.TableEncoding):
   options: ChebyshevOptions = ChebyshevOptions()
   Options: ClassVar[type] = ChebyshevOptions
 
+  @classmethod
+  def check_model(cls, options: ChebyshevOptions, *, max_len: int, head_dim: int) -> None:
+    del head_dim
+    if 0 < options.max_len < max_len + options.position_offset:
+      raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
+                       f'{max_len} positions the data needs')
+
   def table(self, num_positions: int) -> np.ndarray:
     table = chebyshev_table(num_positions, self.dim, self.options.max_len or self.max_len,
                             position_offset=self.options.position_offset)

@@ -16,6 +16,13 @@ class RopeEncoding(base.PositionalEncoding):
   options: RopeOptions = RopeOptions()
   Options: ClassVar[type] = RopeOptions
 
+  @classmethod
+  def check_model(cls, options: RopeOptions, *, max_len: int, head_dim: int) -> None:
+    del options, max_len
+    if head_dim % 2:
+      raise ValueError(f'model.pos_encoding=rope needs an even head dimension; model.qkv_dim / model.num_heads = '
+                       f'{head_dim}')
+
   def rotary(self, positions: base.Array) -> base.Rotary:
     if self.head_dim % 2:
       raise ValueError(f'rope needs an even head dimension, got {self.head_dim}')

@@ -17,9 +17,10 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from lra_posenc import encodings
+from lra_posenc import benchmarking, encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
+from lra_posenc.models import flops
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import cli, distributed, trainer
@@ -88,11 +89,32 @@ def _generate_unless_present(data_dir: str, spec: dict) -> None:
       if json.load(f) == spec:
         return
   logging.info('generating ListOps into %s: %s', data_dir, spec)
-  options = generator.GeneratorOptions(**{f.name: spec[f.name] for f in dataclasses.fields(generator.GeneratorOptions)})
+  options = generator.GeneratorOptions.from_spec(spec)
   sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
   generator.write_splits(data_dir, spec['seed'], sizes, options)
   with open(spec_path, 'w') as f:
     json.dump(spec, f, indent=2, sort_keys=True)
+
+
+def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
+  """The classifier `config` describes, on random token sequences of `data.max_length`."""
+  model = create_model(config)
+  length = config.data.max_length
+
+  def batch(examples: int, rng: np.random.Generator) -> Batch:
+    return {'inputs': rng.integers(1, len(input_pipeline.VOCAB), (examples, length), dtype=np.int32),
+            'targets': rng.integers(0, config.data.num_classes, (examples,), dtype=np.int32),
+            'weight': np.ones((examples,), np.float32)}
+
+  positions = length + (config.model.pooling == 'cls')
+  return benchmarking.Workload(
+      task=benchmarking.synthetic_task(
+          lambda rng: model.init({'params': rng}, np.zeros((1, length), np.int32), train=False)['params'],
+          functools.partial(classification_metrics, model)),
+      batch=batch,
+      forward_flops=flops.classifier_flops(model.config, positions, config.model.classifier_dim,
+                                           config.data.num_classes),
+      tokens_per_example=length)
 
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:

@@ -1,10 +1,10 @@
 """Sequence classifier: token embeddings, Transformer encoder, pooling, MLP head (as in LRA)."""
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra_posenc import encodings
-from lra_posenc.models.transformer import Encoder, TransformerConfig
+from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding
 
 POOLINGS = ('cls', 'mean')
 # 'after_encoder' adds an additive encoding to the encoder's output instead of its input: the
@@ -30,6 +30,8 @@ class TransformerClassifier(nn.Module):
 
   @nn.compact
   def __call__(self, tokens: jax.Array, *, train: bool) -> jax.Array:
+    chex.assert_rank(tokens, 2)  # [batch, length]: a single sequence needs its batch axis.
+    chex.assert_type(tokens, int)
     cfg = self.config
     valid = tokens != self.pad_id
     x = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(1.0), name='embed')(tokens)
@@ -40,9 +42,7 @@ class TransformerClassifier(nn.Module):
     after_encoder = self.pos_encoding_placement == 'after_encoder'
     x = Encoder(cfg, add_to_inputs=not after_encoder, name='encoder')(x, valid=valid, deterministic=not train)
     if after_encoder:
-      encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
-                                  dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
-      x = encoding.add_to_inputs(x, jnp.arange(x.shape[1], dtype=jnp.int32)[None])
+      x = create_encoding(cfg).add_to_inputs(x, jnp.arange(x.shape[1], dtype=jnp.int32)[None])
     if self.pooling == 'cls':
       pooled = x[:, 0]
     else:

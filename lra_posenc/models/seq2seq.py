@@ -1,4 +1,5 @@
 """Encoder-decoder Transformer for translation (Vaswani et al. 2017, pre-LayerNorm)."""
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -55,5 +56,8 @@ class Seq2SeqTransformer(nn.Module):
     return self.output_projection(y)
 
   def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:
+    chex.assert_rank([inputs, targets], 2)  # [batch, length] each: a single sentence needs its batch axis.
+    chex.assert_type([inputs, targets], int)
+    chex.assert_equal_shape_prefix([inputs, targets], 1)
     encoded = self.encode(inputs, train=train)
     return self.decode_logits(shift_right(targets, self.bos_id), encoded, inputs != self.pad_id, train=train)

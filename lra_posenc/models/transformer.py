@@ -44,26 +44,28 @@ DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> TransformerConfig:
   """The Transformer that `model` (a task's `config.model`) describes for `max_len` positions.
 
-  Raises ValueError naming the key for shapes that cannot work: heads not dividing
-  qkv_dim, odd rotary head dimension, a Chebyshev normalisation shorter than max_len,
-  or an unknown encoding, option or dtype.
+  Raises ValueError naming the key for shapes that cannot work (heads not dividing
+  qkv_dim, a shape the encoding cannot serve: its own `check_model` says which) or an
+  unknown encoding, option or dtype.
   """
   check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim')
   check_section_choice(model, 'model', 'dtype', DTYPES)
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
-  if model.pos_encoding == 'rope' and (model.qkv_dim // model.num_heads) % 2:
-    raise ValueError(f'model.pos_encoding=rope needs an even head dimension; model.qkv_dim / model.num_heads = '
-                     f'{model.qkv_dim // model.num_heads}')
   options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
-  if model.pos_encoding == 'chebyshev' and 0 < options.max_len < max_len + options.position_offset:
-    raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
-                     f'{max_len} positions the data needs')
+  encodings.REGISTRY[model.pos_encoding].check_model(options, max_len=max_len,
+                                                     head_dim=model.qkv_dim // model.num_heads)
   return TransformerConfig(
       emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
       mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
       pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len,
       dtype=jnp.dtype(DTYPES[model.dtype]))
+
+
+def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:
+  """The positional encoding module of the model `cfg` describes."""
+  return encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len, dim=cfg.emb_dim,
+                          num_heads=cfg.num_heads, head_dim=cfg.head_dim)
 
 
 class MlpBlock(nn.Module):
@@ -107,8 +109,7 @@ class Encoder(nn.Module):
     cfg = self.config
     if positions is None:
       positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
-    encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
-                                dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
+    encoding = create_encoding(cfg)
     if self.add_to_inputs:
       x = encoding.add_to_inputs(x, positions)
     x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
@@ -157,8 +158,7 @@ class Decoder(nn.Module):
   @nn.compact
   def __call__(self, x: Array, encoded: Array, *, encoder_valid: Array, deterministic: bool) -> Array:
     cfg = self.config
-    encoding = encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len,
-                                dim=cfg.emb_dim, num_heads=cfg.num_heads, head_dim=cfg.head_dim)
+    encoding = create_encoding(cfg)
     stepping = self.decode and self.has_variable('cache', 'index')
     step = self.variable('cache', 'index', lambda: jnp.zeros((), jnp.int32)) if self.decode else None
     if stepping:

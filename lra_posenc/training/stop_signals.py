@@ -6,6 +6,7 @@ interrupts at once, as Python's default would.
 """
 import signal
 import threading
+
 from absl import logging
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 from absl import logging
 from flax.training import train_state
 
@@ -37,7 +38,9 @@ CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 
 Params = Any
 Metrics = dict[str, jax.Array]
-StepFlags = dict[str, jax.Array]  # 'finite', 'stop': booleans every device of every host holds alike.
+# Per-step values every device of every host holds alike: 'finite' and 'stop' (booleans), and the
+# global L2 norms 'grad_norm', 'param_norm' and 'update_norm'.
+StepInfo = dict[str, jax.Array]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,9 @@ class Task:
       'test' result, all of them are under 'test_sets'.
     score_test: (best params, replicated over local devices; split) -> further test scores
       (BLEU of decoded output), or None.
-    config_sections: top-level config sections the task reads beyond the trainer's.
+
+  A task's factory validates the whole config (with `check_config` for the trainer's
+  sections) before it reads any data, so the trainer does not check it again.
   """
   init_params: Callable[[jax.Array], Params]
   metrics: Callable[[Params, Batch, jax.Array | None], Metrics]
@@ -70,7 +75,6 @@ class Task:
   baselines: dict[str, float]
   test_splits: tuple[str, ...] = ('test',)
   score_test: Callable[[Params, str], dict[str, Any]] | None = None
-  config_sections: tuple[str, ...] = ()
 
 
 def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = ()) -> None:
@@ -91,14 +95,15 @@ def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str]
 
 
 def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, stop_requested: jax.Array, *,
-               task: Task) -> tuple[train_state.TrainState, Metrics, StepFlags]:
+               task: Task) -> tuple[train_state.TrainState, Metrics, StepInfo]:
   """One optimizer step on the global batch, split across the `AXIS` devices of every host.
 
   The loss is the mean over the global batch's `count` (examples for ListOps, real
   target tokens for translation), whatever its length. Returns the new state, the
-  metric sums and flags every host reads alike: whether loss and gradients were finite
-  (a non-finite step leaves the state as it was; the host loop then stops the run), and
-  whether any host asked to stop (`stop_requested`, a signal it received).
+  metric sums and what every host reads alike: whether loss and gradients were finite
+  (a non-finite step leaves the state as it was; the host loop then stops the run),
+  whether any host asked to stop (`stop_requested`, a signal it received), and the
+  norms of gradient, parameters and update, which tell encodings of different scales apart.
   """
   rng = jax.random.fold_in(jax.random.fold_in(rng, state.step), jax.lax.axis_index(AXIS))
 
@@ -109,8 +114,10 @@ def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, stop
   grads, metrics = jax.lax.psum(jax.grad(loss_fn, has_aux=True)(state.params), AXIS)
   finite = jnp.isfinite(metrics['loss']) & jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
   updated = state.apply_gradients(grads=grads)
-  flags = {'finite': finite, 'stop': jax.lax.psum(stop_requested.astype(jnp.int32), AXIS) > 0}
-  return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state), metrics, flags
+  info = {'finite': finite, 'stop': jax.lax.psum(stop_requested.astype(jnp.int32), AXIS) > 0,
+          'grad_norm': optax.tree.norm(grads), 'param_norm': optax.tree.norm(updated.params),
+          'update_norm': optax.tree.norm(jax.tree.map(jnp.subtract, updated.params, state.params))}
+  return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state), metrics, info
 
 
 def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
@@ -187,8 +194,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   re-running the same call resumes. Returns `status` ('finished' or 'stopped') and
   `step`, and when finished the results also written to results.json.
   """
-  # Config and workdir: every process checks, so a host that cannot write fails the run now.
-  check_config(config, task.config_sections)
+  # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: prepare_workdir(workdir), f'writing to workdir {workdir!r}')
   num_steps = config.training.num_train_steps
 
@@ -223,10 +229,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     run_start = time.perf_counter()
     while step < num_steps:
       stop_requests = np.full(jax.local_device_count(), signals.requested())
-      replicated, metrics, step_flags = p_train_step(replicated, next(batches), rng, stop_requests)
+      replicated, metrics, info = p_train_step(replicated, next(batches), rng, stop_requests)
       step += 1
-      window.add(metrics)
-      stop = flags.add(step_flags) or bool(should_stop and should_stop(step))
+      window.add(metrics, info)
+      stop = flags.add(info) or bool(should_stop and should_stop(step))
       last = step == num_steps
       if itstime(step, config.training.log_every_steps, num_steps):
         flags.raise_if_non_finite(step, checkpoints)
@@ -269,10 +275,10 @@ class _StepFlags:
     self._pending: collections.deque = collections.deque()
     self._finite: list[jax.Array] = []
 
-  def add(self, flags: StepFlags) -> bool:
+  def add(self, info: StepInfo) -> bool:
     """Records one step's flags; returns whether a stop was agreed on (read from the step before)."""
-    self._pending.append(flags['stop'][0])
-    self._finite.append(flags['finite'][0])
+    self._pending.append(info['stop'][0])
+    self._finite.append(info['finite'][0])
     return len(self._pending) > 1 and bool(self._pending.popleft())
 
   def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
@@ -288,21 +294,22 @@ class _StepFlags:
 
 
 class _Window:
-  """Training metrics since the last log step, and their throughput."""
+  """Training metrics since the last log step, the last step's norms, and their throughput."""
 
   def __init__(self, step: int):
     self._restart(step)
 
   def _restart(self, step: int) -> None:
-    self._start, self._step, self._sums = time.perf_counter(), step, []
+    self._start, self._step, self._sums, self._norms = time.perf_counter(), step, [], {}
 
-  def add(self, metrics: Metrics) -> None:
+  def add(self, metrics: Metrics, info: StepInfo) -> None:
     self._sums.append(flax.jax_utils.unreplicate(metrics))
+    self._norms = {k: info[k][0] for k in ('grad_norm', 'param_norm', 'update_norm')}
 
   def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
     """Per-example averages, the learning rate of the last step, rates and ETA; starts a new window."""
     steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
-    scores = summarize(self._sums) | {
+    scores = summarize(self._sums) | {k: float(v) for k, v in self._norms.items()} | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
         'examples_per_second': steps_per_second * batch_size,
         'eta_minutes': (num_steps - step) / steps_per_second / 60}

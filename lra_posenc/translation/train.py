@@ -15,16 +15,19 @@ from collections.abc import Iterator, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import sacrebleu
 from absl import logging
 
+from lra_posenc import benchmarking
+from lra_posenc.models import flops
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
-from lra_posenc.translation.input_pipeline import PAD_ID
+from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import create_translator
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
@@ -116,6 +119,27 @@ def read_text(data: ml_collections.ConfigDict, split: str) -> input_pipeline.Par
   return input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
 
 
+def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
+  """The model `config` describes, on random source and target ids: `data.max_length` of each, from
+  `data.tokenizer.vocab_size` (no tokenizer is trained)."""
+  vocab_size, length = config.data.tokenizer.vocab_size, config.data.max_length
+  translator = create_translator(config, None, (vocab_size, vocab_size))
+  model = translator.model
+
+  def batch(examples: int, rng: np.random.Generator) -> Batch:
+    ids = lambda: rng.integers(EOS_ID + 1, vocab_size, (examples, length), dtype=np.int32)
+    return {'inputs': ids(), 'targets': ids(), 'weight': np.ones((examples,), np.float32)}
+
+  example = np.zeros((1, length), np.int32)
+  return benchmarking.Workload(
+      task=benchmarking.synthetic_task(lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
+                                       functools.partial(translation_metrics, model, config.loss.label_smoothing)),
+      batch=batch,
+      forward_flops=flops.seq2seq_flops(model.config, length, length, vocab_size),
+      tokens_per_example=2 * length,
+      translator=translator)
+
+
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
   """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
   check_config(config)
@@ -161,8 +185,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       baselines={f'{split}_copy_source_bleu': sacrebleu_scores(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
       test_splits=tuple(data.test_splits),
-      score_test=score_test,
-      config_sections=TASK_SECTIONS)
+      score_test=score_test)
 
 
 if __name__ == '__main__':

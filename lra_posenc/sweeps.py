@@ -1,0 +1,55 @@
+"""What the comparison scripts share: variant names and their directories, and the plots' finish.
+
+A variant is an encoding with optional config overrides, `legendre:grid=open:position_offset=1`
+(a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
+(a dotted key is any config key); its runs live in OUTPUT_DIR/VARIANT_DIRECTORY/seed_S.
+"""
+import dataclasses
+
+import matplotlib
+
+matplotlib.use('Agg')  # Files only; no display.
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lra_posenc import encodings  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """An encoding and the config overrides that distinguish this row of the table."""
+  spec: str
+  encoding: str
+  overrides: tuple[tuple[str, str], ...]
+
+  @property
+  def directory(self) -> str:
+    return self.spec.replace(':', '__').replace('=', '-', len(self.overrides) - 1)
+
+
+def spec_of_directory(directory: str) -> str:
+  """Inverts `Variant.directory` (keys hold no '-', so the first '-' of each override separates its value)."""
+  name, *pairs = directory.split('__')
+  return ':'.join([name] + [pair.replace('-', '=', 1) for pair in pairs])
+
+
+def parse_variant(spec: str) -> Variant:
+  """`NAME[:KEY=VALUE]...`; raises ValueError naming a bad encoding or override."""
+  name, *pairs = spec.split(':')
+  if name not in encodings.REGISTRY:
+    raise ValueError(f'variant {spec!r}: encoding {name!r} is not one of {list(encodings.REGISTRY)}')
+  overrides = [('model.pos_encoding', name)]
+  for pair in pairs:
+    key, separator, value = pair.partition('=')
+    if not separator or not key:
+      raise ValueError(f'variant {spec!r}: {pair!r} is not KEY=VALUE')
+    overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
+  return Variant(spec, name, tuple(overrides))
+
+
+def save_line_plot(figure, axes, path: str) -> None:
+  """The comparison plots' common finish: grid, legend, PNG, figure closed."""
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize='small')
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)

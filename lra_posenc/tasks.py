@@ -1,0 +1,43 @@
+"""The task registry: what the scripts need of each task, by name.
+
+Tasks depend on the shared machinery (training, models, benchmarking), never the other
+way; this registry sits above both, for the scripts.
+"""
+import dataclasses
+from collections.abc import Callable
+
+import ml_collections
+
+from lra_posenc import benchmarking
+from lra_posenc.listops import train as listops_train
+from lra_posenc.training import trainer
+from lra_posenc.translation import train as translation_train
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """One task, as sweeps, length studies and benchmarks use it.
+
+  Attributes:
+    module: its training program (`python -m MODULE --config=... --workdir=...`).
+    create_task: (config, workdir) -> the trainer's Task, data read (or generated).
+    benchmark_workload: config -> the model on synthetic batches of the config's shapes.
+    test_metric: the headline score in results.json's test_sets[split].
+    validation_metric: the trainer's selection metric, as metrics.jsonl records it.
+    default_target: a validation score whose first crossing sweeps report.
+  """
+  module: str
+  create_task: Callable[[ml_collections.ConfigDict, str], trainer.Task]
+  benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
+  test_metric: str
+  validation_metric: str
+  default_target: float
+
+
+TASKS: dict[str, TaskSpec] = {
+    'listops': TaskSpec('lra_posenc.listops.train', listops_train.create_task, listops_train.benchmark_workload,
+                        test_metric='accuracy', validation_metric='accuracy', default_target=0.4),
+    'translation': TaskSpec('lra_posenc.translation.train', translation_train.create_task,
+                            translation_train.benchmark_workload, test_metric='bleu', validation_metric='accuracy',
+                            default_target=0.5),
+}
