@@ -190,14 +190,14 @@ def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *,
 
 
 def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, windows: int) -> dict[str, Any]:
-  """Median sentences/s of batched beam search (`decoding.beam_size`) at `evaluation.batch_size`.
+  """Median sentences/s of batched beam search (`decoding.beam_size`) at `decoding.batch_size`.
 
   Sources fill `data.max_length` ids. Random parameters seldom emit EOS, so every
-  hypothesis runs to `data.max_eval_length` ids: the worst case of a trained model.
+  hypothesis runs to `decoding.max_output_length` ids: the worst case of a trained model.
   """
   translator = workload.translator
   rng = np.random.default_rng(config.seed)
-  sources = np.zeros((translator.batch_size, config.data.max_eval_length), np.int32)
+  sources = np.zeros((translator.batch_size, config.data.max_eval_source_length), np.int32)
   sources[:, :config.data.max_length] = workload.batch(translator.batch_size, rng)['inputs']
   params = flax.jax_utils.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
   start = time.perf_counter()

@@ -76,7 +76,7 @@ def bucket_label(low: int, high: int) -> str:
 
 def listops_length_set(spec: dict, low: int, high: int, num_samples: int, data_dir: str) -> str:
   """basic-format TSV of `num_samples` expressions of low..high-1 tokens from generator `spec`, reused if present."""
-  options = generator.GeneratorOptions.from_spec(spec, min_length=low - 1, max_length=high)
+  options = generator.GeneratorOptions.from_spec(spec, longer_than=low - 1, shorter_than=high)
   name = '_'.join(f'{k}{v}' for k, v in sorted(dataclasses.asdict(options).items()))
   path = os.path.join(data_dir, f'length_{bucket_label(low, high)}_seed{spec["seed"]}_n{num_samples}_{name}.tsv')
   if not os.path.exists(path):

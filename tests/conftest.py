@@ -26,7 +26,7 @@ from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
-TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, min_length=2, max_length=24)
+TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, longer_than=2, shorter_than=24)
 
 
 @pytest.fixture(scope='session')
@@ -82,7 +82,7 @@ def toy_corpus(tmp_path_factory) -> str:
 
 def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
   config = multi30k.get_config('cpu')
-  config.data.update(data_dir=data_dir, test_splits=('test',), max_length=16, max_eval_length=16,
+  config.data.update(data_dir=data_dir, test_splits=('test',), max_length=16, max_eval_source_length=16,
                      length_buckets=(8, 16))
   config.data.tokenizer.vocab_size = 64
   config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, dropout_rate=0.0,
@@ -92,7 +92,7 @@ def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
   config.training.update(**training)
   config.evaluation.update(batch_size=32, every_steps=100)
   config.checkpoint.update(every_steps=100)
-  config.decoding.beam_size = 2
+  config.decoding.update(beam_size=2, max_output_length=16, batch_size=32)
   return config
 
 

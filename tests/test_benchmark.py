@@ -31,11 +31,13 @@ def small_listops_config(**model):
 
 def small_translation_config(**model):
   config = multi30k.get_config('sweep')
-  config.data.update(max_length=12, max_eval_length=14)
+  config.data.update(max_length=12, max_eval_source_length=14)
+  config.decoding.max_output_length = 14
   config.data.tokenizer.vocab_size = 50
   config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=48, num_heads=4, num_layers=1, **model)
   config.training.batch_size = 4
   config.evaluation.batch_size = 4
+  config.decoding.batch_size = 4
   config.decoding.beam_size = 2
   return config
 
@@ -88,6 +90,7 @@ def test_peak_flops_follow_the_hardware():
   assert benchmarking.peak_flops('cpu', 'float32') is None
 
 
+@pytest.mark.slow
 def test_train_timer_figures_are_consistent():
   config = small_listops_config()
   workload = listops_train.benchmark_workload(config)
@@ -120,6 +123,7 @@ def test_evaluation_and_decoding_figures():
   assert 0 < decoding['output_ids_per_sentence'] <= 14
 
 
+@pytest.mark.slow
 def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir)
   gap = benchmarking.pipeline_gap(config, listops_train.create_task(config, str(tmp_path)), str(tmp_path), windows=2,
@@ -140,6 +144,7 @@ SMALL_CLI = ['--task=listops', '--config=configs/listops/lra.py:cpu', '--config.
              '--windows=2', '--steps_per_window=2']
 
 
+@pytest.mark.slow
 def test_cli_reports_every_encoding_against_none(tmp_path):
   out = tmp_path / 'benchmark.json'
   stdout = run_cli(*SMALL_CLI, '--encodings=rope,none', f'--out={out}')
@@ -156,6 +161,7 @@ def test_cli_reports_every_encoding_against_none(tmp_path):
   assert 'time/none' in stdout and 'best-window' in stdout and 'rope' in stdout
 
 
+@pytest.mark.slow
 def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):
   out = tmp_path / 'scaling.json'
   stdout = run_cli(*SMALL_CLI, '--device_counts=1,2', '--eval=false', f'--out={out}')

@@ -210,6 +210,7 @@ def test_shared_bias_gradient_is_the_batch_sum():
   np.testing.assert_array_equal(broadcast_over_batch(bias, 3)[2], bias[0])
 
 
+@pytest.mark.slow
 def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
   tokens = jnp.asarray(np.random.default_rng(0).integers(1, 16, (3, 16)))
   model = _classifier('t5', 'mean')

@@ -26,7 +26,7 @@ import sweep  # noqa: E402
 
 # A one-layer model on expressions of 11-23 tokens; each run takes seconds.
 TINY_SWEEP = [
-    'data.max_length=24', 'data.generator.max_length=24', 'data.generator.max_depth=4', 'data.generator.max_args=4',
+    'data.max_length=24', 'data.generator.shorter_than=24', 'data.generator.max_depth=4', 'data.generator.max_args=4',
     'data.generator.num_train_samples=256', 'data.generator.num_valid_samples=32',
     'data.generator.num_test_samples=32', 'model.emb_dim=16', 'model.qkv_dim=16', 'model.mlp_dim=32',
     'model.classifier_dim=16', 'model.num_layers=1', 'training.num_train_steps=12', 'training.log_every_steps=4',
@@ -73,6 +73,7 @@ def test_summary_is_mean_and_sample_std_over_seeds():
   assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
 
 
+@pytest.mark.slow
 def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
   output_dir, arguments = tiny_sweep
   for variant in ('none', 'learned'):
@@ -102,6 +103,7 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
   assert os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json')) == before
 
 
+@pytest.mark.slow
 def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_sweep):
   output_dir, _ = tiny_sweep
   length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--bounds=24,32,48',
@@ -134,8 +136,8 @@ def listops_tokens(row: str) -> list[str]:
 
 
 def test_generator_label_modulus_writes_parity_labels(tmp_path):
-  options = listops.GeneratorOptions(max_depth=3, max_args=4, min_length=4, max_length=30, label_modulus=2)
-  tens = listops.generate(50, listops.GeneratorOptions(max_depth=3, max_args=4, min_length=4, max_length=30),
+  options = listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=4, shorter_than=30, label_modulus=2)
+  tens = listops.generate(50, listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=4, shorter_than=30),
                           random.Random(3))
   parity = listops.generate(50, options, random.Random(3))
   assert list(parity) == list(tens) and all(parity[e] == tens[e] % 2 for e in tens)
@@ -144,11 +146,11 @@ def test_generator_label_modulus_writes_parity_labels(tmp_path):
 
 
 def test_generator_refuses_a_length_window_no_tree_reaches():
-  shallow = listops.GeneratorOptions(max_depth=3, max_args=4, min_length=0, max_length=100)
+  shallow = listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=0, shorter_than=100)
   assert shallow.longest_tree() == 26  # [OP [OP 4 values ] x4 ]: 2 + 4 * (2 + 4).
   with pytest.raises(ValueError, match='max_depth=3 and max_args=4 the longest has 26 tokens'):
-    listops.GeneratorOptions(max_depth=3, max_args=4, min_length=26, max_length=40)
-  listops.GeneratorOptions(max_depth=3, max_args=4, min_length=25, max_length=40)
+    listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=26, shorter_than=40)
+  listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=25, shorter_than=40)
 
 
 @pytest.mark.parametrize('encoding', ['chebyshev', 'sinusoidal'])
@@ -233,6 +235,7 @@ def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
     assert values.shape == (4, 20, 20)
 
 
+@pytest.mark.slow
 def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   output_dir, _ = tiny_sweep
   workdir = os.path.join(output_dir, 'learned', 'seed_0')
@@ -254,7 +257,6 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
 def test_every_listops_config_variant_is_valid(variant):
   config = lra.get_config(variant)
   train.create_model(config)
-  options = listops.GeneratorOptions(**{k: v for k, v in config.data.generator.items()
-                                        if k in listops.GeneratorOptions.__dataclass_fields__})
-  assert options.max_length <= config.data.max_length + 1
+  options = listops.GeneratorOptions.from_spec(config.data.generator)
+  assert options.shorter_than <= config.data.max_length + 1  # Every generated expression fits.
   assert config.data.num_classes == options.label_modulus

@@ -54,7 +54,7 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
 
 
 def test_labels_lengths_and_disjoint_splits(tmp_path):
-  options = listops.GeneratorOptions(max_depth=5, max_args=5, min_length=20, max_length=80)
+  options = listops.GeneratorOptions(max_depth=5, max_args=5, longer_than=20, shorter_than=80)
   paths = listops.write_splits(str(tmp_path), 3, SIZES, options)
   seen = set()
   for split, path in paths.items():
@@ -65,12 +65,12 @@ def test_labels_lengths_and_disjoint_splits(tmp_path):
     seen |= expressions
     for expression, label in rows:
       assert evaluate_expression(expression) == label, expression
-      assert options.min_length < len(input_pipeline.tokenize(expression)) < options.max_length
+      assert options.longer_than < len(input_pipeline.tokenize(expression)) < options.shorter_than
 
 
 def test_cli_writes_lra_files(tmp_path):
   listops.main(['--output_dir', str(tmp_path), '--seed', '1', '--num_train_samples', '20', '--num_valid_samples',
-                '5', '--num_test_samples', '5', '--max_depth', '3', '--min_length', '2', '--max_length', '30'])
+                '5', '--num_test_samples', '5', '--max_depth', '3', '--longer_than', '2', '--shorter_than', '30'])
   assert sorted(os.listdir(tmp_path)) == ['basic_test.tsv', 'basic_train.tsv', 'basic_val.tsv']
   assert len(read_rows(tmp_path / 'basic_val.tsv')) == 5
 

@@ -16,6 +16,7 @@ from conftest import (assert_same_parameters, free_port, group_failures, group_r
                       worker_group, worker_results)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # Every test starts processes of its own.
 
 STEPS = 24
 OPTIONS = ('--dropout', '0.1', '--checkpoint_every', '4')  # Dropout on: the keys of every device must agree.

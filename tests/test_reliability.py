@@ -30,6 +30,7 @@ from lra_posenc.translation import input_pipeline as translation_input
 
 # Faults.
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_matches_an_uninterrupted_run(tiny_data_dir, tmp_path):
   options = ('--checkpoint_every', '4', '--dropout', '0.1')  # Dropout on: PRNG state must come back too.
   straight = worker_results(start_worker(tiny_data_dir, tmp_path / 'straight', 120, *options,
@@ -50,6 +51,7 @@ def test_sigkill_then_rerun_matches_an_uninterrupted_run(tiny_data_dir, tmp_path
   assert rerun['test'] == straight['test'] and rerun['best_step'] == straight['best_step']
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_path):
   process = start_worker(tiny_data_dir, tmp_path, 100_000)
   wait_for(tmp_path / 'checkpoints' / '10', process)
@@ -86,6 +88,7 @@ def uninterrupted(tiny_data_dir, tmp_path_factory):
   return workdir, run_listops(checkpoint_every_5(tiny_data_dir), workdir)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('damage', ['corrupt files', 'half written'])
 def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir, uninterrupted, tmp_path, caplog,
                                                                   damage):
@@ -111,6 +114,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir,
     assert (kept / 'state').is_dir()  # Set aside, not deleted.
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=30)
   config.checkpoint.every_steps = 5
@@ -157,6 +161,7 @@ def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
   assert not (tmp_path / 'checkpoints').exists() or not os.listdir(tmp_path / 'checkpoints')
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=4)
   run_listops(config, tmp_path, should_stop=lambda step: step == 2)
@@ -312,6 +317,15 @@ def test_unknown_config_key_is_rejected(tiny_data_dir, tmp_path):
   with config.unlocked():
     config.training.warmup = 100
   with pytest.raises(ValueError, match=r'training.warmup is not a config key the code reads'):
+    train.create_task(config, str(tmp_path))
+
+
+def test_a_renamed_config_key_names_its_replacement(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir)
+  with config.unlocked():
+    config.data.generator.max_length = 30
+  with pytest.raises(ValueError, match=r'data.generator.max_length was renamed; use data.generator.shorter_than '
+                                       r'\(exclusive, as in LRA; data.max_length is inclusive\)'):
     train.create_task(config, str(tmp_path))
 
 

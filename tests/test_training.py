@@ -17,6 +17,7 @@ from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.metric_writer import read_history
 
 
+@pytest.mark.slow
 def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=300, log_every_steps=100)
   config.evaluation.every_steps = 100
@@ -52,6 +53,7 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   assert os.listdir(tmp_path / 'tensorboard')
 
 
+@pytest.mark.slow
 def test_stop_and_resume_gives_identical_parameters(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=20)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
@@ -67,6 +69,7 @@ def test_stop_and_resume_gives_identical_parameters(tiny_data_dir, tmp_path):
   assert resumed['test'] == straight['test'] and resumed['best_step'] == straight['best_step']
 
 
+@pytest.mark.slow
 def test_logged_norms_are_those_of_the_saved_parameters_and_gradient(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=3, log_every_steps=1)
   config.checkpoint.update(every_steps=1, max_to_keep=4)
@@ -83,6 +86,7 @@ def test_logged_norms_are_those_of_the_saved_parameters_and_gradient(tiny_data_d
   assert logged[3]['grad_norm'] == pytest.approx(norm(jax.grad(mean_loss)(params[2])), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_four_devices_match_one(tiny_data_dir, tmp_path):
   outputs = {}
   for devices in (1, 4):
@@ -122,6 +126,7 @@ def dot_operand_dtypes(fn, *args) -> list[tuple[int, str]]:
           if eqn.primitive.name == 'dot_general']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('pos_encoding', ['legendre', 'alibi'])
 def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters(pos_encoding):
   config = lra.get_config('cpu')
@@ -146,6 +151,7 @@ def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters(pos_encodi
   np.testing.assert_allclose(logits['bfloat16'], logits['float32'], atol=0.05)
 
 
+@pytest.mark.slow
 def test_bfloat16_training_tracks_float32(tiny_data_dir, tmp_path):
   losses = {}
   for dtype in ('float32', 'bfloat16'):

@@ -1,4 +1,5 @@
 """Translation: parallel data, tokenizer, encoder-decoder decoding, training to BLEU, resume."""
+import copy
 import functools
 import gzip
 import itertools
@@ -22,6 +23,7 @@ from lra_posenc.data.files import DataError
 from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
+from lra_posenc.training.config_checks import upgrade_renamed_keys
 from lra_posenc.translation import decode, input_pipeline, train, translate
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator
@@ -108,6 +110,7 @@ def test_bucketed_batches_are_deterministic_and_cut_to_their_bucket(toy_corpus, 
 
 # Decoding.
 
+@pytest.mark.slow
 @pytest.mark.parametrize('pos_encoding', list(encodings.REGISTRY))
 def test_cached_decoding_equals_full_forward(pos_encoding):
   model = small_model(pos_encoding)
@@ -141,6 +144,7 @@ def test_decoder_is_causal():
   assert not np.allclose(before[:, 7:], after[:, 7:])
 
 
+@pytest.mark.slow
 def test_beam_size_one_is_greedy():
   model = small_model('sinusoidal')
   sources, targets = toy_batch(rows=4)
@@ -197,6 +201,7 @@ def trained_toy(toy_corpus, tmp_path_factory):
   return workdir, run(config, workdir)
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy):
   workdir, results = trained_toy
   test = results['test']
@@ -215,6 +220,7 @@ def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy)
   assert sorted(os.listdir(workdir / 'tokenizer')) == ['joint.model']
 
 
+@pytest.mark.slow
 def test_translate_entry_point_matches_the_written_translations(toy_corpus, trained_toy):
   workdir, _ = trained_toy
   sources = input_pipeline.read_split(toy_corpus, 'test', 'en', 'de').sources[:8]
@@ -224,6 +230,7 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
   assert translate.translate_sentences(str(workdir), ['red dog'], beam_size=1) == ['rot Hund']
 
 
+@pytest.mark.slow
 def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
   sys.path.insert(0, SCRIPTS_DIR)
   import length_generalisation
@@ -252,6 +259,7 @@ def token_batch(rows: int, target_length: int, seed: int):
   return {'inputs': sources, 'targets': targets, 'weight': np.ones(rows, np.float32)}
 
 
+@pytest.mark.slow
 def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
   model, label_smoothing = small_model('sinusoidal', max_len=40), 0.1
   batches = {'short': token_batch(4, 3, seed=0), 'long': token_batch(4, 40, seed=1)}
@@ -283,6 +291,7 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
     assert error < 1e-5, (name, error)
 
 
+@pytest.mark.slow
 def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
   config = toy_config(toy_corpus, num_train_steps=12)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
@@ -318,20 +327,35 @@ def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
     train.check_config(config)
 
 
+def test_a_config_json_from_before_the_renames_reads_with_the_new_keys(toy_corpus):
+  config = toy_config(toy_corpus).to_dict()
+  config['evaluation']['batch_size'] = config['decoding']['batch_size'] = 48
+  old = copy.deepcopy(config)
+  old['data']['max_eval_length'] = old['data'].pop('max_eval_source_length')
+  del old['decoding']['max_output_length'], old['decoding']['batch_size']
+  assert upgrade_renamed_keys(old) == config
+  with ml_collections.ConfigDict(old).unlocked() as stale:
+    stale.data.max_eval_length = 16
+    with pytest.raises(ValueError, match=r'data.max_eval_length was renamed; use data.max_eval_source_length'):
+      train.check_config(stale)
+
+
 def test_unknown_config_section_is_named(toy_corpus):
   config = toy_config(toy_corpus)
   config.decoding.beam_width = 4
   with pytest.raises(ValueError, match=r"decoding.beam_width is not a config key the code reads; valid keys of "
-                                       r"decoding: \['beam_size', 'length_penalty'\]"):
+                                       r"decoding: \['beam_size', 'length_penalty', 'max_output_length', 'batch_size'\]"):
     train.check_config(config)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(MULTI30K_DIR), reason=f'Multi30k not present at {MULTI30K_DIR}')
 def test_multi30k_trains_and_scores_every_test_set(tmp_path):
   config = multi30k.get_config('cpu')
   config.data.data_dir = MULTI30K_DIR
   config.data.tokenizer.vocab_size = 2000
-  config.data.max_eval_length = 48  # The longest test pair has 47 ids with EOS.
+  config.data.max_eval_source_length = 48  # The longest test pair has 47 ids with EOS.
+  config.decoding.max_output_length = 48
   config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1)
   config.optimizer.update(learning_rate=3e-3, warmup_steps=10)
   config.training.update(num_train_steps=30, log_every_steps=10)
@@ -376,4 +400,4 @@ def test_every_multi30k_config_variant_is_valid(variant):
   config = multi30k.get_config(variant)
   config.data.data_dir = 'data/multi30k'  # The one key a user must set.
   train.check_config(config)
-  transformer_config(config.model, max_len=config.data.max_eval_length)
+  transformer_config(config.model, max_len=config.data.max_eval_source_length)

@@ -38,7 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.on_invalid = 'raise'  # Or 'skip': drop invalid rows and count them by reason.
   config.data.generator = ml_collections.ConfigDict(dict(
       seed=0, num_train_samples=96000, num_valid_samples=2000, num_test_samples=2000,
-      max_depth=10, max_args=10, min_length=500, max_length=2000, label_modulus=10))
+      max_depth=10, max_args=10, longer_than=500, shorter_than=2000, label_modulus=10))
 
   config.model = ml_collections.ConfigDict()
   config.model.emb_dim = 512
@@ -81,7 +81,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if cpu:  # ~2 minutes on 2 CPU cores; test accuracy ~0.45 against a ~0.13 majority class.
     config.data.max_length = 64
     config.data.generator.update(num_train_samples=20000, num_valid_samples=1000, num_test_samples=1000,
-                                 max_depth=3, max_args=5, min_length=10, max_length=64)
+                                 max_depth=3, max_args=5, longer_than=10, shorter_than=64)
     config.model.update(emb_dim=64, qkv_dim=64, mlp_dim=128, classifier_dim=128, num_heads=4, num_layers=2,
                         dropout_rate=0.0, attention_dropout_rate=0.0)
     config.optimizer.update(learning_rate=1e-3, warmup_steps=200)
@@ -93,7 +93,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg == 'chebyshev_study':  # Parity: 0.5 is chance, not comparable with 10-class LRA scores.
     config.data.update(max_length=1000, num_classes=2)
     config.data.generator.update(num_train_samples=10000, num_valid_samples=500, num_test_samples=500,
-                                 max_depth=7, max_args=7, min_length=250, max_length=1000, label_modulus=2)
+                                 max_depth=7, max_args=7, longer_than=250, shorter_than=1000, label_modulus=2)
     config.training.update(batch_size=16, num_train_steps=1000)
     config.evaluation.update(batch_size=64, every_steps=250)
   return config

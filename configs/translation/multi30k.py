@@ -42,7 +42,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.validation_split = 'val'
   config.data.test_splits = MULTI30K_TEST_SPLITS  # The first one is the headline 'test' score.
   config.data.max_length = 64  # Training pairs with more ids (with EOS) on either side are dropped.
-  config.data.max_eval_length = 80  # Evaluation keeps every pair; longer sources are cut (and counted).
+  config.data.max_eval_source_length = 80  # Evaluation keeps every pair; longer sources are cut (and counted).
   config.data.length_buckets = (16, 24, 32, 48, 64)  # Training batches of similar lengths; () pads all to max_length.
   config.data.tokenizer = ml_collections.ConfigDict(dict(
       joint=True, vocab_size=8000, model_type='unigram', character_coverage=1.0))
@@ -85,6 +85,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.decoding = ml_collections.ConfigDict()
   config.decoding.beam_size = 4
   config.decoding.length_penalty = 0.6
+  config.decoding.max_output_length = 80  # Ids of the longest translation (with EOS).
+  config.decoding.batch_size = 128  # Sentences per beam-search call.
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 1000
@@ -92,7 +94,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   if arg in ('cpu', 'sweep'):
     config.data.max_length = 40
-    config.data.max_eval_length = 64
+    config.data.max_eval_source_length = 64
+    config.decoding.max_output_length = 64
     config.data.length_buckets = (16, 24, 32, 40)
     config.data.tokenizer.vocab_size = 6000
     config.model.update(emb_dim=256, qkv_dim=256, mlp_dim=1024, num_heads=4, num_layers=3)

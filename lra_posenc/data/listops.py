@@ -7,7 +7,8 @@ writes DIR/basic_{train,val,test}.tsv with the header `Source<TAB>Target`, then 
 `( ( ( [MAX 2 ) 9 ) ] )` for [MAX 2 9] = 9.
 
 The tree process and string format follow LRA's generator. Its length is the number of
-operator, value and `]` tokens; like LRA it keeps min_length < length < max_length.
+operator, value and `]` tokens; like LRA it keeps longer_than < length < shorter_than (LRA's
+min_length and max_length, renamed to say that both bounds are exclusive).
 Unlike LRA it draws from its own seeded `random.Random` and keeps expressions in
 insertion order, so the same arguments write the same bytes. Expressions are unique
 across the three splits, so the splits are disjoint.
@@ -34,16 +35,16 @@ class GeneratorOptions:
   (2: the Chebyshev-PE study's parity task)."""
   max_depth: int = 10
   max_args: int = 10
-  min_length: int = 500
-  max_length: int = 2000
+  longer_than: int = 500
+  shorter_than: int = 2000
   label_modulus: int = 10
 
   def __post_init__(self):
     if not 2 <= self.label_modulus <= 10:
       raise ValueError(f'label_modulus must be in 2..10, got {self.label_modulus}')
-    if self.min_length + 1 >= min(self.max_length, self.longest_tree() + 1):
+    if self.longer_than + 1 >= min(self.shorter_than, self.longest_tree() + 1):
       raise ValueError(
-          f'no expression has min_length < length < max_length ({self.min_length} < length < {self.max_length}): '
+          f'no expression has longer_than < length < shorter_than ({self.longer_than} < length < {self.shorter_than}): '
           f'with max_depth={self.max_depth} and max_args={self.max_args} the longest has {self.longest_tree()} tokens')
 
   @classmethod
@@ -99,7 +100,7 @@ def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
   samples: dict[str, int] = {}
   while len(samples) < num_samples:
     tree, length, value = _generate_tree(rng, 1, options)
-    if options.min_length < length < options.max_length:
+    if options.longer_than < length < options.shorter_than:
       expression = to_string(tree)
       if expression not in exclude:
         samples[expression] = value % options.label_modulus

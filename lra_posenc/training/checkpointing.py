@@ -16,6 +16,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 
 from lra_posenc.training import distributed
+from lra_posenc.training.config_checks import upgrade_renamed_keys
 
 ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
 LATEST_DIR, BEST_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'checkpoints.unreadable'
@@ -150,7 +151,7 @@ def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
   with open(config_path) as f:
-    config = ml_collections.ConfigDict(json.load(f))
+    config = ml_collections.ConfigDict(upgrade_renamed_keys(json.load(f)))
   best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
   if not os.path.isdir(best_dir):
     raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')

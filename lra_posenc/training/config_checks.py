@@ -6,10 +6,21 @@ import ml_collections
 from lra_posenc.validation import check_choice
 
 
+# Keys that had two meanings, or one name with another key, and what replaced them.
+RENAMED = {
+    'data.max_eval_length': 'data.max_eval_source_length (evaluated sources are cut to it) and '
+                            'decoding.max_output_length (the longest translation)',
+    'data.generator.min_length': 'data.generator.longer_than (exclusive, as in LRA)',
+    'data.generator.max_length': 'data.generator.shorter_than (exclusive, as in LRA; data.max_length is inclusive)',
+}
+
+
 def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[str]) -> None:
   """Every key of `section` must be one the code reads, and every read key must be present."""
   allowed = list(allowed)
   for key in section.keys():
+    if f'{path}.{key}' in RENAMED:
+      raise ValueError(f'{path}.{key} was renamed; use {RENAMED[f"{path}.{key}"]}')
     if key not in allowed:
       raise ValueError(f'{path}.{key} is not a config key the code reads; valid keys of {path}: {allowed}')
   missing = [key for key in allowed if key not in section]
@@ -25,3 +36,22 @@ def check_positive(section: ml_collections.ConfigDict, path: str, *keys: str) ->
 
 def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
   check_choice(f'{path}.{key}', section[key], choices)
+
+
+def upgrade_renamed_keys(config: dict) -> dict:
+  """A config.json written before the keys in RENAMED were, with the keys that replaced them.
+
+  Workdirs trained before the renames stay readable (translate, diagnostics). The
+  beam-search batch was `evaluation.batch_size` then, and the output cap the source cut.
+  """
+  data = config.get('data', {})
+  if 'max_eval_length' in data:
+    length = data.pop('max_eval_length')
+    data['max_eval_source_length'] = length
+    config['decoding'].setdefault('max_output_length', length)
+    config['decoding'].setdefault('batch_size', config['evaluation']['batch_size'])
+  generator = data.get('generator', {})
+  for old, new in (('min_length', 'longer_than'), ('max_length', 'shorter_than')):
+    if old in generator:
+      generator[new] = generator.pop(old)
+  return config

@@ -28,15 +28,15 @@ from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
-from lra_posenc.translation.translator import create_translator
+from lra_posenc.translation.translator import create_translator, model_max_len
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
-             'max_length', 'max_eval_length', 'length_buckets', 'tokenizer')
+             'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
 TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
 MODEL_KEYS = CONFIG_KEYS + ('share_embeddings',)
 LOSS_KEYS = ('label_smoothing',)
-DECODING_KEYS = ('beam_size', 'length_penalty')
+DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
 TASK_SECTIONS = ('loss', 'decoding')
 
 
@@ -46,7 +46,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   data = config.data
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
-  check_positive(data, 'data', 'max_length', 'max_eval_length')
+  check_positive(data, 'data', 'max_length', 'max_eval_source_length')
   check_positive(data.tokenizer, 'data.tokenizer', 'vocab_size', 'character_coverage')
   check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
   if not data.data_dir and not data.tfds_name:
@@ -67,10 +67,10 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if not 0.0 <= config.loss.label_smoothing < 1.0:
     raise ValueError(f'loss.label_smoothing must be in [0, 1), got {config.loss.label_smoothing!r}')
   check_keys(config.decoding, 'decoding', DECODING_KEYS)
-  check_positive(config.decoding, 'decoding', 'beam_size')
+  check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
   if config.decoding.length_penalty < 0:
     raise ValueError(f'decoding.length_penalty must be >= 0, got {config.decoding.length_penalty!r}')
-  transformer_config(config.model, max_len=max(data.max_length, data.max_eval_length))
+  transformer_config(config.model, max_len=model_max_len(config))
 
 
 def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params, batch: Batch,
@@ -156,7 +156,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   for name, text in texts.items():
     train = name == 'train'
     datasets[name], report = input_pipeline.encode_split(
-        text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_length)
+        text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_source_length)
     logging.info('%s: %d pairs; skipped %s; cut to max length: %d', report.split, report.examples,
                  report.skipped or 'none', report.truncated)
   translator = create_translator(config, tokenizers)

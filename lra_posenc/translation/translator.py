@@ -24,14 +24,16 @@ class Translator:
     tokenizers: for `translate` (text); None serves ids only (`translate_ids`, `predict`).
     beam_size: 1 selects greedy search.
     length_penalty: GNMT alpha for beam search.
-    max_length: source ids per sentence (with EOS; longer ones are cut) and most output ids.
+    max_source_length: source ids per sentence of `translate` (with EOS; longer ones are cut).
+    max_output_length: most output ids (with EOS).
     batch_size: sentences per call to the devices; divisible by the local device count.
   """
 
   def __init__(self, model: Seq2SeqTransformer, tokenizers: Tokenizers | None, *, beam_size: int, length_penalty: float,
-               max_length: int, batch_size: int):
-    if max_length > model.config.max_len:
-      raise ValueError(f'decoding {max_length} positions needs a model with max_len >= {max_length}, '
+               max_source_length: int, max_output_length: int, batch_size: int):
+    longest = max(max_source_length, max_output_length)
+    if longest > model.config.max_len:
+      raise ValueError(f'decoding {longest} positions needs a model with max_len >= {longest}, '
                        f'got {model.config.max_len}')
     if batch_size % jax.local_device_count():
       raise ValueError(f'batch size {batch_size} is not divisible by the {jax.local_device_count()} local devices')
@@ -39,7 +41,8 @@ class Translator:
     self.tokenizers = tokenizers
     self.beam_size = beam_size
     self.length_penalty = length_penalty
-    self.max_length = max_length
+    self.max_source_length = max_source_length
+    self.max_output_length = max_output_length
     self.batch_size = batch_size
     self._predict = jax.pmap(self.predict)
 
@@ -61,15 +64,15 @@ class Translator:
     return step, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
 
   def predict(self, params: Params, inputs: jax.Array) -> jax.Array:
-    """Output ids [batch, max_length] for source ids [batch, source_length]; jit-compatible."""
+    """Output ids [batch, max_output_length] for source ids [batch, source_length]; jit-compatible."""
     step, cache = self.decoding_state(params, inputs, self.beam_size)
-    search = dict(batch_size=inputs.shape[0], max_length=self.max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+    search = dict(batch_size=inputs.shape[0], max_length=self.max_output_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
     if self.beam_size == 1:
       return decode.greedy_search(step, cache, **search)
     return decode.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
 
   def translate_ids(self, replicated_params: Params, inputs: np.ndarray) -> np.ndarray:
-    """Output ids for every row of `inputs` [N, max_length], in order; `replicated_params` from flax's replicate."""
+    """Output ids for every row of `inputs` [N, source_length], in order; `replicated_params` from flax's replicate."""
     devices = jax.local_device_count()
     outputs = []
     for begin in range(0, len(inputs), self.batch_size):
@@ -82,15 +85,20 @@ class Translator:
 
   def translate(self, params: Params, sentences: Sequence[str]) -> list[str]:
     """Detokenized translations of raw `sentences`, with unreplicated `params`."""
-    inputs = pad_ids(self.tokenizers.source.encode(list(sentences)), self.max_length)
+    inputs = pad_ids(self.tokenizers.source.encode(list(sentences)), self.max_source_length)
     outputs = self.translate_ids(flax.jax_utils.replicate(params), inputs)
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
+
+
+def model_max_len(config: ml_collections.ConfigDict) -> int:
+  """Positions the model needs: training pairs, evaluated sources and decoded outputs."""
+  return max(config.data.max_length, config.data.max_eval_source_length, config.decoding.max_output_length)
 
 
 def create_model(config: ml_collections.ConfigDict, source_vocab_size: int, target_vocab_size: int
                  ) -> Seq2SeqTransformer:
   return Seq2SeqTransformer(
-      transformer_config(config.model, max_len=max(config.data.max_length, config.data.max_eval_length)),
+      transformer_config(config.model, max_len=model_max_len(config)),
       source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
       share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
 
@@ -101,5 +109,6 @@ def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers 
   if tokenizers is not None:
     vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
   return Translator(create_model(config, *vocab_sizes), tokenizers, beam_size=config.decoding.beam_size,
-                    length_penalty=config.decoding.length_penalty, max_length=config.data.max_eval_length,
-                    batch_size=config.evaluation.batch_size)
+                    length_penalty=config.decoding.length_penalty,
+                    max_source_length=config.data.max_eval_source_length,
+                    max_output_length=config.decoding.max_output_length, batch_size=config.decoding.batch_size)
