@@ -10,7 +10,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import flax
 import jax
@@ -21,7 +21,6 @@ from lra_posenc.models import flops
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.translation.translator import Translator
 
 # Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
 # `model.dtype`. float32 counts TF32 tensor cores, which JAX's default precision uses there.
@@ -31,6 +30,15 @@ PEAK_TFLOPS = (
     ('H200', {'bfloat16': 989.4, 'float32': 494.7}),
     ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
 )
+
+
+class BatchDecoder(Protocol):
+  """What decoding benchmarks need of a task's decoder (the translation task's Translator)."""
+  batch_size: int
+  beam_size: int
+
+  def translate_ids(self, replicated_params: Any, inputs: np.ndarray) -> np.ndarray:
+    ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Workload:
   batch: Callable[[int, np.random.Generator], Batch]
   forward_flops: int
   tokens_per_example: int
-  translator: Translator | None = None
+  translator: BatchDecoder | None = None
 
 
 def synthetic_task(init_params: Callable, metrics: Callable) -> trainer.Task:

@@ -149,7 +149,8 @@ def test_beam_size_one_is_greedy():
   model = small_model('sinusoidal')
   sources, targets = toy_batch(rows=4)
   params = random_params(model, sources, targets)
-  translator = Translator(model, None, beam_size=1, length_penalty=0.0, max_length=12, batch_size=4)
+  translator = Translator(model, None, beam_size=1, length_penalty=0.0, max_source_length=7, max_output_length=12,
+                          batch_size=4)
   search = dict(batch_size=4, max_length=12, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
 
   @jax.jit

@@ -95,15 +95,19 @@ class Checkpoints:
     steps = sorted(self._latest.all_steps(), reverse=True)
     if not steps:
       return None
+    unreadable = []
     for step in steps:
       record = self._readable_everywhere(step, lambda: self._restore_record(step))
       if record is not None:
         check(step, record)
         restored = self._readable_everywhere(step, lambda: _restore(self._latest, step, template))
         if restored is not None:
+          if unreadable:  # Only once a readable one is found: with none, nothing is moved.
+            distributed.on_primary(lambda: [self._set_aside(bad) for bad in unreadable],
+                                   f'setting aside checkpoints {unreadable}')
+            self._latest.reload()
           return restored
-      distributed.on_primary(lambda: self._set_aside(step), f'setting aside checkpoint {step}')
-      self._latest.reload()
+      unreadable.append(step)
     raise ValueError(f'no checkpoint in {self.workdir}/{LATEST_DIR} can be restored (steps {steps}); move '
                      'the directory away to start afresh')
 

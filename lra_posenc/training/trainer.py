@@ -300,16 +300,17 @@ class _Window:
     self._restart(step)
 
   def _restart(self, step: int) -> None:
-    self._start, self._step, self._sums, self._norms = time.perf_counter(), step, [], {}
+    self._start, self._step, self._sums, self._last_info = time.perf_counter(), step, [], None
 
   def add(self, metrics: Metrics, info: StepInfo) -> None:
     self._sums.append(flax.jax_utils.unreplicate(metrics))
-    self._norms = {k: info[k][0] for k in ('grad_norm', 'param_norm', 'update_norm')}
+    self._last_info = info
 
   def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
     """Per-example averages, the learning rate of the last step, rates and ETA; starts a new window."""
     steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
-    scores = summarize(self._sums) | {k: float(v) for k, v in self._norms.items()} | {
+    norms = {k: float(self._last_info[k][0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
+    scores = summarize(self._sums) | norms | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
         'examples_per_second': steps_per_second * batch_size,
         'eta_minutes': (num_steps - step) / steps_per_second / 60}
