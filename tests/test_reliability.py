@@ -173,7 +173,8 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
     trainer.train_and_evaluate(config, str(tmp_path), trainer.Task(**vars(task) | {'artifacts': shuffled}))
   config.model.update(pos_encoding='legendre', num_layers=2)
   with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(1 -> 2\), "
-                                       r"model.pos_encoding \('sinusoidal' -> 'legendre'\)"):
+                                       r"model.pos_encoding \('sinusoidal' -> 'legendre'\). A new model needs a "
+                                       r"new --workdir"):
     run_listops(config, tmp_path)
   config.model.update(pos_encoding='sinusoidal', num_layers=1)
   config.training.num_train_steps = 6  # Training hyper-parameters may change.

@@ -1,6 +1,8 @@
 """The shared trainer on ListOps: learning, resume equivalence, device parity, the LRA config."""
+import datetime
 import json
 import os
+import subprocess
 
 import chex
 import flax
@@ -15,6 +17,8 @@ from lra_posenc.listops import train
 from lra_posenc.training import trainer
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.metric_writer import read_history
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.slow
@@ -50,6 +54,14 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
                                   task.eval_batches('validation'))
     assert validation['accuracy'] <= written['validation']['accuracy']
   assert written['config']['model']['pos_encoding'] == 'sinusoidal'
+  # Provenance: the code's commit, as git itself tells it, the packages and devices that ran.
+  record = written['provenance']
+  head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+  assert record['git_commit'] == (head or None) and isinstance(record['git_dirty'], bool)
+  assert record['packages']['jax'] == jax.__version__ and record['packages']['flax'] == flax.__version__
+  assert record['devices']['count'] == jax.device_count() and record['process_count'] == 1
+  age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(record['date'])
+  assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1)
   assert os.listdir(tmp_path / 'tensorboard')
 
 

@@ -17,6 +17,7 @@ import pytest
 from flax.training import train_state
 
 from conftest import final_params, toy_config
+from configs.listops import lra
 from configs.translation import multi30k
 from lra_posenc import encodings
 from lra_posenc.data.files import DataError
@@ -241,6 +242,14 @@ def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
   assert whole['1-999'] == {'score': pytest.approx(results['test']['bleu']), 'examples': 64}
   buckets = length_generalisation.translation_scores(str(workdir), [1, 4, 6])
   assert sum(b['examples'] for b in buckets.values()) == 64 and len(buckets) >= 2
+
+
+def test_translate_names_a_workdir_of_another_task(tmp_path):
+  with open(tmp_path / 'config.json', 'w') as f:
+    json.dump(lra.get_config('cpu').to_dict(), f)
+  with pytest.raises(ValueError, match=f'{tmp_path} is not a translation workdir: its config.json has no '
+                                       'data.tokenizer'):
+    translate.translate_sentences(str(tmp_path), ['A dog.'])
 
 
 def test_sources_and_targets_must_share_their_batch_axis():

@@ -146,16 +146,21 @@ class Checkpoints:
       manager.close()
 
 
+def read_config(workdir: str) -> ml_collections.ConfigDict:
+  """The config a workdir was trained with (keys renamed since, under their new names)."""
+  config_path = os.path.join(workdir, 'config.json')
+  if not os.path.exists(config_path):
+    raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
+  with open(config_path) as f:
+    return ml_collections.ConfigDict(upgrade_renamed_keys(json.load(f)))
+
+
 def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
   """The config a finished (or running) workdir was trained with, its best params and their step.
 
   Reads only; creates nothing.
   """
-  config_path = os.path.join(workdir, 'config.json')
-  if not os.path.exists(config_path):
-    raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
-  with open(config_path) as f:
-    config = ml_collections.ConfigDict(upgrade_renamed_keys(json.load(f)))
+  config = read_config(workdir)
   best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
   if not os.path.isdir(best_dir):
     raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')

@@ -28,6 +28,7 @@ from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.config_checks import check_keys, check_positive
 from lra_posenc.training.metric_writer import MetricWriter
+from lra_posenc.training.provenance import provenance
 from lra_posenc.training.stop_signals import StopSignals
 
 AXIS = 'batch'
@@ -255,7 +256,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     # Score the best checkpoint.
     results = _test_best(checkpoints, state, p_eval_step, task)
     results |= {'status': 'finished', 'step': step, 'config': config.to_dict(), 'baselines': task.baselines,
-                'train_seconds_this_run': train_seconds, 'steps_this_run': step - first_step}
+                'train_seconds_this_run': train_seconds, 'steps_this_run': step - first_step,
+                'provenance': provenance()}
     if distributed.is_primary():
       _write_json(os.path.join(workdir, 'results.json'), results)
     writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
@@ -332,7 +334,8 @@ def _check_compatible(expected: dict, step: int, saved: dict) -> None:
   if differing:
     raise ValueError(f'checkpoint at step {step} has a different model config; differing keys: '
                      + ', '.join(f'model.{k} ({saved["model"].get(k)!r} -> {expected["model"].get(k)!r})'
-                                 for k in differing))
+                                 for k in differing)
+                     + '. A new model needs a new --workdir; this one resumes only the model it holds')
 
 
 def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eval_step: Callable,

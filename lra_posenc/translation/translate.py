@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from absl import app, flags
 
-from lra_posenc.training.checkpointing import restore_best
+from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.translator import create_translator
@@ -21,6 +21,9 @@ from lra_posenc.translation.translator import create_translator
 
 def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
                         length_penalty: float | None = None) -> list[str]:
+  if 'tokenizer' not in read_config(workdir).data:
+    raise ValueError(f'{workdir} is not a translation workdir: its config.json has no data.tokenizer (another '
+                     'task trained it); give a workdir of lra_posenc.translation.train')
   config, params, _ = restore_best(workdir)
   if beam_size is not None:
     config.decoding.beam_size = beam_size
