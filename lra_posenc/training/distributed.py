@@ -54,12 +54,6 @@ def is_primary() -> bool:
   return jax.process_index() == 0
 
 
-def barrier(name: str) -> None:
-  """Waits until every process reaches the barrier of this `name`; free with one process."""
-  if jax.process_count() > 1:
-    multihost_utils.sync_global_devices(name)
-
-
 def gather_flags(flag: bool) -> np.ndarray:
   """Every process's `flag`, indexed by process."""
   if jax.process_count() == 1:
