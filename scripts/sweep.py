@@ -69,7 +69,12 @@ def run(command: Sequence[str], workdir: str) -> int:
   with open(os.path.join(workdir, 'train.log'), 'a') as log:
     log.write(f'$ {" ".join(command)}\n')
     log.flush()
-    returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=os.getcwd()).returncode
+    training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+      returncode = training.wait()
+    except KeyboardInterrupt:  # The run got the same Ctrl-C: let it save its checkpoint before the sweep ends.
+      training.wait()
+      raise
   record = {'seconds': record['seconds'] + time.perf_counter() - start, 'invocations': record['invocations'] + 1}
   with open(wall_time_path, 'w') as f:
     json.dump(record, f)

@@ -28,10 +28,10 @@ def run_group(data_dir, workdir, *options: str, steps: int = STEPS) -> list[dict
 
 
 def comparable(results: dict, prefix: str = '') -> dict:
-  """What must agree between two runs of one config, flattened: everything but timings and topology."""
+  """What must agree between two runs of one config, flattened: everything but timings, topology and provenance."""
   flat = {}
   for key, value in results.items():
-    if key not in ('train_seconds_this_run', 'devices', 'processes'):
+    if key not in ('train_seconds_this_run', 'devices', 'processes', 'provenance'):
       flat |= comparable(value, f'{prefix}{key}/') if isinstance(value, dict) else {prefix + key: value}
   return flat
 
@@ -119,6 +119,49 @@ def test_a_signal_to_one_process_stops_both_at_one_step(tiny_data_dir, tmp_path,
     resumed = run_group(tiny_data_dir, tmp_path, steps=newest + 2)
     assert [r['steps_this_run'] for r in resumed] == [newest + 2 - previous] * 2
     assert (tmp_path / 'checkpoints.unreadable' / str(newest) / 'state').is_dir()
+
+
+# A read that fails on one process alone: as from a host whose mount serves a stale or broken file.
+CHECKPOINT_WORKER = """
+import json, sys
+import numpy as np
+from lra_posenc.training import checkpointing, distributed
+address, index, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+distributed.initialize(coordinator_address=address, num_processes=2, process_id=index, timeout_seconds=60)
+state = lambda value: {'w': np.full(3, value, np.float32)}
+with checkpointing.Checkpoints(workdir, max_to_keep=3) as checkpoints:
+  for step in (4, 8):
+    checkpoints.save_latest(step, state(step), {'step': step})
+if index == 1:
+  restore = checkpointing._restore
+  def failing_restore(manager, step, template=None):
+    if step == 8:
+      raise OSError('step 8 cannot be read on this host')
+    return restore(manager, step, template)
+  checkpointing._restore = failing_restore
+with checkpointing.Checkpoints(workdir, max_to_keep=3) as checkpoints:
+  restored, record = checkpoints.restore_newest_readable(state(0), check=lambda step, record: None)
+print(json.dumps({'w': restored['w'].tolist(), 'record': record}))
+"""
+
+
+def test_a_checkpoint_one_process_cannot_read_is_passed_over_by_every_process(tmp_path):
+  address = f'127.0.0.1:{free_port()}'
+  env = os.environ | {'JAX_PLATFORMS': 'cpu'}
+  workers = [subprocess.Popen([sys.executable, '-c', CHECKPOINT_WORKER, address, str(index), str(tmp_path)], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for index in (0, 1)]
+  try:
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+  finally:
+    for worker in workers:
+      if worker.poll() is None:
+        worker.kill()
+  for worker, (_, stderr) in zip(workers, outputs):
+    assert worker.returncode == 0, stderr[-3000:]
+  # Both resume from step 4, the newest that every process reads; step 8 is set aside, not deleted.
+  assert [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs] == [{'w': [4.0] * 3,
+                                                                                    'record': {'step': 4}}] * 2
+  assert (tmp_path / 'checkpoints.unreadable' / '8' / 'state').is_dir()
 
 
 # Errors that name what is wrong.

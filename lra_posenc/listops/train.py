@@ -25,7 +25,8 @@ from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassi
 from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import Batch
-from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
+from lra_posenc.training.config_checks import (check_keys, check_positive, check_section_choice,
+                                                upgrade_generator_keys)
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
@@ -86,7 +87,7 @@ def _generate_unless_present(data_dir: str, spec: dict) -> None:
   spec_path = os.path.join(data_dir, 'generator.json')
   if os.path.exists(spec_path):
     with open(spec_path) as f:
-      if json.load(f) == spec:
+      if upgrade_generator_keys(json.load(f)) == spec:  # Data generated before the keys were renamed is reused.
         return
   logging.info('generating ListOps into %s: %s', data_dir, spec)
   options = generator.GeneratorOptions.from_spec(spec)

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import ml_collections
 import orbax.checkpoint as ocp
 from absl import logging
@@ -22,16 +23,26 @@ ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs we
 LATEST_DIR, BEST_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'checkpoints.unreadable'
 
 
-def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False) -> ocp.CheckpointManager:
+def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False,
+             this_process_only: bool = False) -> ocp.CheckpointManager:
+  """An Orbax manager of `directory`; `this_process_only` (read-only) enters no cross-process barrier."""
+  multiprocessing = {'barrier_sync_key_prefix': os.path.basename(directory)}
+  if this_process_only:
+    multiprocessing |= {'primary_host': jax.process_index(), 'active_processes': {jax.process_index()}}
   options = ocp.CheckpointManagerOptions(
       max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
-      multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=os.path.basename(directory)))
+      multiprocessing_options=ocp.options.MultiprocessingOptions(**multiprocessing))
   return ocp.CheckpointManager(directory, item_names=ITEMS, options=options)
 
 
 def _save(manager: ocp.CheckpointManager, step: int, state: Any, record: dict) -> None:
   if step not in manager.all_steps():
     manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(record)))
+
+
+def _restore_record(manager: ocp.CheckpointManager, step: int) -> dict:
+  """Only the JSON record saved at `step`: cheap, and readable whatever the state's structure."""
+  return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))['meta']
 
 
 def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) -> tuple[Any, dict]:
@@ -90,30 +101,32 @@ class Checkpoints:
     `check(step, record)` raises for a checkpoint that must not be resumed (another model):
     that is an error, not a reason to fall back. Unreadable newer checkpoints (damaged
     files, a write cut short) are moved to WORKDIR/checkpoints.unreadable with a warning,
-    never deleted. Readability is agreed by all processes, so all resume from one step.
+    never deleted. Readability is agreed by all processes, so all resume from one step:
+    each reads through a manager of its own, whose reads enter no barrier, so a read that
+    fails on one process alone cannot leave the others waiting in Orbax's.
     """
     steps = sorted(self._latest.all_steps(), reverse=True)
     if not steps:
       return None
-    unreadable = []
-    for step in steps:
-      record = self._readable_everywhere(step, lambda: self._restore_record(step))
-      if record is not None:
-        check(step, record)
-        restored = self._readable_everywhere(step, lambda: _restore(self._latest, step, template))
-        if restored is not None:
-          if unreadable:  # Only once a readable one is found: with none, nothing is moved.
-            distributed.on_primary(lambda: [self._set_aside(bad) for bad in unreadable],
-                                   f'setting aside checkpoints {unreadable}')
-            self._latest.reload()
-          return restored
-      unreadable.append(step)
+    reader = _manager(self._latest.directory, max_to_keep=None, read_only=True, this_process_only=True)
+    try:
+      unreadable = []
+      for step in steps:
+        record = self._readable_everywhere(step, lambda: _restore_record(reader, step))
+        if record is not None:
+          check(step, record)
+          restored = self._readable_everywhere(step, lambda: _restore(reader, step, template))
+          if restored is not None:
+            if unreadable:  # Only once a readable one is found: with none, nothing is moved.
+              distributed.on_primary(lambda: [self._set_aside(bad) for bad in unreadable],
+                                     f'setting aside checkpoints {unreadable}')
+              self._latest.reload()
+            return restored
+        unreadable.append(step)
+    finally:
+      reader.close()
     raise ValueError(f'no checkpoint in {self.workdir}/{LATEST_DIR} can be restored (steps {steps}); move '
                      'the directory away to start afresh')
-
-  def _restore_record(self, step: int) -> dict:
-    """Only the JSON record saved at `step`: cheap, and readable whatever the state's structure."""
-    return self._latest.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))['meta']
 
   @staticmethod
   def _readable_everywhere(step: int, read: Callable[[], Any]) -> Any | None:
@@ -140,10 +153,13 @@ class Checkpoints:
     logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
 
   def close(self) -> None:
-    """Waits for pending writes, then closes both managers."""
-    for manager in (self._latest, self._best):
-      manager.wait_until_finished()
-      manager.close()
+    """Waits for pending writes, then closes both managers, the second even if the first fails."""
+    try:
+      self._latest.wait_until_finished()
+      self._latest.close()
+    finally:
+      self._best.wait_until_finished()
+      self._best.close()
 
 
 def read_config(workdir: str) -> ml_collections.ConfigDict:

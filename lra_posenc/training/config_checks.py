@@ -50,8 +50,12 @@ def upgrade_renamed_keys(config: dict) -> dict:
     data['max_eval_source_length'] = length
     config['decoding'].setdefault('max_output_length', length)
     config['decoding'].setdefault('batch_size', config['evaluation']['batch_size'])
-  generator = data.get('generator', {})
-  for old, new in (('min_length', 'longer_than'), ('max_length', 'shorter_than')):
-    if old in generator:
-      generator[new] = generator.pop(old)
+  if 'generator' in data:
+    data['generator'] = upgrade_generator_keys(data['generator'])
   return config
+
+
+def upgrade_generator_keys(generator: dict) -> dict:
+  """A ListOps generator spec (`data.generator`, or a workdir's data/generator.json) with its renamed keys."""
+  renamed = {'min_length': 'longer_than', 'max_length': 'shorter_than'}
+  return {renamed.get(key, key): value for key, value in generator.items()}

@@ -26,7 +26,7 @@ def initialize(*, coordinator_address: str | None = None, num_processes: int | N
   """
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   deadline = time.monotonic() + timeout_seconds
-  if coordinator_address and process_id != 0:
+  if coordinator_address and process_id:  # Process 0 starts the coordinator; an auto-detected id is None.
     _wait_for_coordinator(coordinator_address, deadline, f'process {process_id} of {num_processes}')
   jax.distributed.initialize(coordinator_address, num_processes, process_id,
                              initialization_timeout=max(1, round(deadline - time.monotonic())))

@@ -13,19 +13,31 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 def provenance() -> dict:
   """The record results.json keeps beside the scores, so a figure can be traced to its code and machine.
 
-  `git_commit` is None outside a git checkout; `git_dirty` says whether tracked files
-  differed from that commit.
+  `git_commit` and `git_dirty` (whether tracked files differed from that commit) are None
+  outside a git checkout; a package without installed metadata has version None.
   """
   device = jax.devices()[0]
   return {
       'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       'git_commit': _git('rev-parse', 'HEAD'),
-      'git_dirty': bool(_git('status', '--porcelain', '--untracked-files=no')),
-      'packages': {name: importlib.metadata.version(name) for name in PACKAGES},
+      'git_dirty': _dirty(),
+      'packages': {name: _version(name) for name in PACKAGES},
       'devices': {'platform': device.platform, 'kind': device.device_kind, 'count': jax.device_count(),
                   'local_count': jax.local_device_count()},
       'process_count': jax.process_count(),
   }
+
+
+def _version(package: str) -> str | None:
+  try:
+    return importlib.metadata.version(package)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+def _dirty() -> bool | None:
+  status = _git('status', '--porcelain', '--untracked-files=no')
+  return None if status is None else bool(status)
 
 
 def _git(*arguments: str) -> str | None:

@@ -1,7 +1,8 @@
 """SIGTERM (preemption) and SIGINT (Ctrl-C) become a request the train loop polls.
 
-The loop then finishes the step, saves a checkpoint and returns, in one process or
-many (the request travels to every host inside the train step). A second Ctrl-C
+The loop then runs a step or two more (the request travels to every host inside the
+next train step, read one step later), saves a checkpoint and returns, in one process
+or many, every process after the same step. A second Ctrl-C
 interrupts at once, as Python's default would.
 """
 import signal

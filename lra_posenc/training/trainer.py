@@ -150,7 +150,7 @@ def shard(batch: Batch) -> Batch:
 
 
 def summarize(metric_sums: list[Metrics]) -> dict[str, float]:
-  """Averages per example from per-step (device-0) sums."""
+  """Averages per counted item (example, or target token for translation) from per-step (device-0) sums."""
   totals = jax.tree.map(lambda *xs: float(np.sum(xs)), *jax.device_get(metric_sums))
   count = totals.pop('count')
   return {k: v / count for k, v in totals.items()}
@@ -203,7 +203,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   state = create_state(config, task, init_rng)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
-  check_free_space(workdir, state, config.checkpoint.max_to_keep)
+  distributed.check_everywhere(lambda: check_free_space(workdir, state, config.checkpoint.max_to_keep),
+                               'checking free space in the workdir')
   record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': config.model.to_dict(),
             'artifacts': task.artifacts}
   p_train_step, p_eval_step = pmapped_steps(task)
@@ -215,9 +216,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     if restored:
       state, record = restored
       logging.info('resumed from step %d', int(state.step))
-    if distributed.is_primary():
-      _write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts)
-      _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
+    distributed.on_primary(lambda: (_write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts),
+                                    _write_json(os.path.join(workdir, 'config.json'), config.to_dict())),
+                           'writing config.json and artifacts.json')
 
     # Train.
     step = first_step = int(state.step)
@@ -309,7 +310,7 @@ class _Window:
     self._last_info = info
 
   def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
-    """Per-example averages, the learning rate of the last step, rates and ETA; starts a new window."""
+    """Averages per counted item, the learning rate of the last step, rates and ETA; starts a new window."""
     steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
     norms = {k: float(self._last_info[k][0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
     scores = summarize(self._sums) | norms | {
