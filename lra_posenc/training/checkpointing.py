@@ -118,8 +118,7 @@ class Checkpoints:
           restored = self._readable_everywhere(step, lambda: _restore(reader, step, template))
           if restored is not None:
             if unreadable:  # Only once a readable one is found: with none, nothing is moved.
-              distributed.on_primary(lambda: [self._set_aside(bad) for bad in unreadable],
-                                     f'setting aside checkpoints {unreadable}')
+              distributed.on_primary(lambda: self._set_aside(unreadable), f'setting aside checkpoints {unreadable}')
               self._latest.reload()
             return restored
         unreadable.append(step)
@@ -142,15 +141,17 @@ class Checkpoints:
       logging.warning('checkpoint at step %d cannot be restored on another process; trying the one before', step)
     return value if everywhere else None
 
-  def _set_aside(self, step: int) -> None:
-    target = os.path.join(self.workdir, UNREADABLE_DIR, str(step))
-    suffix = 0
-    while os.path.exists(target + (f'.{suffix}' if suffix else '')):
-      suffix += 1
-    target += f'.{suffix}' if suffix else ''
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.replace(os.path.join(self.workdir, LATEST_DIR, str(step)), target)
-    logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
+  def _set_aside(self, steps: list[int]) -> None:
+    """Moves the checkpoints of `steps` to WORKDIR/checkpoints.unreadable, never over an earlier one."""
+    for step in steps:
+      target = os.path.join(self.workdir, UNREADABLE_DIR, str(step))
+      suffix = 0
+      while os.path.exists(target + (f'.{suffix}' if suffix else '')):
+        suffix += 1
+      target += f'.{suffix}' if suffix else ''
+      os.makedirs(os.path.dirname(target), exist_ok=True)
+      os.replace(os.path.join(self.workdir, LATEST_DIR, str(step)), target)
+      logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
 
   def close(self) -> None:
     """Waits for pending writes, then closes both managers, the second even if the first fails."""

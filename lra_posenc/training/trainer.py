@@ -216,8 +216,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     if restored:
       state, record = restored
       logging.info('resumed from step %d', int(state.step))
-    distributed.on_primary(lambda: (_write_json(os.path.join(workdir, 'artifacts.json'), task.artifacts),
-                                    _write_json(os.path.join(workdir, 'config.json'), config.to_dict())),
+    distributed.on_primary(functools.partial(_write_run_files, workdir, config, task.artifacts),
                            'writing config.json and artifacts.json')
 
     # Train.
@@ -350,6 +349,12 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
       test_sets[split] |= task.score_test(replicated_params, split)
   return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test_sets[task.test_splits[0]],
           'test_sets': test_sets}
+
+
+def _write_run_files(workdir: str, config: ml_collections.ConfigDict, artifacts: dict) -> None:
+  """What a workdir says about its run before training: the config and the task's artifacts."""
+  _write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
+  _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
 
 
 def _write_json(path: str, payload: dict) -> None:
