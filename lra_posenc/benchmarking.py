@@ -113,7 +113,7 @@ class TrainStepTimer:
     self._state = flax.jax_utils.replicate(
         trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
     self._rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
-    self._no_stop = trainer.no_stop_requests()
+    self._no_stop = trainer.stop_requests(False)
     p_train_step, _ = trainer.pmapped_steps(workload.task)
     start = time.perf_counter()
     self._step = p_train_step.lower(self._state, self._batch, self._rng, self._no_stop).compile()
@@ -237,7 +237,7 @@ def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir:
   batches = list(flax.jax_utils.prefetch_to_device(iter(host_batches), size=2))
   state = flax.jax_utils.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
   step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
-  no_stop = trainer.no_stop_requests()
+  no_stop = trainer.stop_requests(False)
   p_train_step, _ = trainer.pmapped_steps(task)
 
   def run(window_batches) -> float:

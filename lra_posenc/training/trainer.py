@@ -133,9 +133,9 @@ def pmapped_steps(task: Task) -> tuple[Callable, Callable]:
   return p_train_step, p_eval_step
 
 
-def no_stop_requests() -> jax.Array:
-  """The pmapped train step's `stop_requested` when none is asked, already on the local devices."""
-  return flax.jax_utils.replicate(jnp.zeros((), bool))
+def stop_requests(requested: bool) -> jax.Array:
+  """The pmapped train step's `stop_requested`, already on the local devices (no transfer per step)."""
+  return flax.jax_utils.replicate(jnp.asarray(requested))
 
 
 def create_state(config: ml_collections.ConfigDict, task: Task, init_rng: jax.Array) -> train_state.TrainState:
@@ -227,10 +227,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     flags = _StepFlags()
     window = _Window(step)
     learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
+    requests = {requested: stop_requests(requested) for requested in (False, True)}
     run_start = time.perf_counter()
     while step < num_steps:
-      stop_requests = np.full(jax.local_device_count(), signals.requested())
-      replicated, metrics, info = p_train_step(replicated, next(batches), rng, stop_requests)
+      replicated, metrics, info = p_train_step(replicated, next(batches), rng, requests[signals.requested()])
       step += 1
       window.add(metrics, info)
       stop = flags.add(info) or bool(should_stop and should_stop(step))
@@ -279,13 +279,15 @@ class _StepFlags:
 
   def add(self, info: StepInfo) -> bool:
     """Records one step's flags; returns whether a stop was agreed on (read from the step before)."""
-    self._pending.append(info['stop'][0])
-    self._finite.append(info['finite'][0])
-    return len(self._pending) > 1 and bool(self._pending.popleft())
+    self._pending.append(info['stop'])  # Indexed on the host when read: no device work per step.
+    self._finite.append(info['finite'])
+    return len(self._pending) > 1 and bool(np.asarray(self._pending.popleft())[0])
 
   def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
     """Stops the run at the first non-finite step, before anything is logged or saved after it."""
-    finite = np.asarray(jax.device_get(self._finite), bool)
+    if not self._finite:  # Already checked at this step (a log step that also evaluates, say).
+      return
+    finite = np.asarray(jax.device_get(self._finite), bool)[:, 0]
     self._finite.clear()
     if not finite.all():
       raise FloatingPointError(
@@ -311,7 +313,7 @@ class _Window:
   def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
     """Averages per counted item, the learning rate of the last step, rates and ETA; starts a new window."""
     steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
-    norms = {k: float(self._last_info[k][0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
+    norms = {k: float(np.asarray(self._last_info[k])[0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
     scores = summarize(self._sums) | norms | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
         'examples_per_second': steps_per_second * batch_size,
