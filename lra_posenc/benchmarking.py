@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import flax
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -59,10 +60,10 @@ class Workload:
   translator: BatchDecoder | None = None
 
 
-def synthetic_task(init_params: Callable, metrics: Callable) -> trainer.Task:
+def synthetic_task(init_params: Callable, metrics: Callable, attention_paths: dict[str, Any]) -> trainer.Task:
   """A task with a model and no data: what a `Workload` gives the trainer's steps."""
   return trainer.Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
-                      selection_metric='accuracy', artifacts={}, baselines={})
+                      selection_metric='accuracy', artifacts={}, baselines={}, attention_paths=attention_paths)
 
 
 def peak_flops(device_kind: str, dtype: str) -> float | None:
@@ -98,6 +99,27 @@ def _compiled_bytes(compiled) -> int:
   """XLA's estimate of one device's live bytes: arguments, outputs not aliased to them, temporaries."""
   stats = compiled.memory_analysis()
   return stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes + stats.temp_size_in_bytes
+
+
+def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> dict[str, int]:
+  """XLA's memory analysis of one device's compiled train step at `training.batch_size`.
+
+  Compiled from shapes alone: no state is allocated and nothing runs, so a step too big
+  for this machine's memory can still be sized. 'total_bytes' is `_compiled_bytes`.
+  """
+  devices = jax.local_device_count()
+  per_device = lambda x: jax.ShapeDtypeStruct((devices,) + x.shape, x.dtype)
+  state = jax.eval_shape(lambda: trainer.create_state(config, workload.task, jax.random.PRNGKey(0)))
+  batch = workload.batch(config.training.batch_size, np.random.default_rng(0))
+  batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct((devices, x.shape[0] // devices) + x.shape[1:], x.dtype), batch)
+  rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+  p_train_step, _ = trainer.pmapped_steps(workload.task)
+  compiled = p_train_step.lower(jax.tree.map(per_device, state), batch, per_device(rng),
+                                jax.ShapeDtypeStruct((devices,), jnp.bool_)).compile()
+  stats = compiled.memory_analysis()
+  return {'argument_bytes': stats.argument_size_in_bytes, 'output_bytes': stats.output_size_in_bytes,
+          'alias_bytes': stats.alias_size_in_bytes, 'temp_bytes': stats.temp_size_in_bytes,
+          'total_bytes': _compiled_bytes(compiled)}
 
 
 class TrainStepTimer:

@@ -13,12 +13,17 @@ The real input pipeline and train loop against the same batches held on device:
 Data parallelism over forced CPU devices (one process per count; the first-step losses
 must agree, as the global batch is the same):
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --device_counts=1,2,4
+XLA's memory estimate of the compiled train step (compiled from shapes, nothing runs, so any
+size fits) in float32 and bfloat16, with and without remat and attention dropout:
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py --memory_grid \
+        --out=results/performance/memory_listops_lra.json
 
 Batches are synthetic unless --pipeline. Step-time ratios come three ways: from the median
 window (the headline), from the best window (steadier on a shared host, where interference
 only slows), and from XLA's bytes-accessed estimate of the compiled step (no timing noise).
 MFU needs the device's peak (known GPUs, or --peak_tflops); it is left empty on CPUs.
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -47,6 +52,8 @@ flags.DEFINE_float('peak_tflops', None, "Peak TFLOP/s per device for MFU, where 
 flags.DEFINE_bool('pipeline', False, 'Compare the real input pipeline and train loop with on-device batches.')
 flags.DEFINE_string('workdir', '', 'With --pipeline: data and the short real run go here.')
 flags.DEFINE_string('device_counts', '', 'Comma-separated forced CPU device counts to compare, one process each.')
+flags.DEFINE_bool('memory_grid', False, "XLA's memory estimate of the train step over dtype x remat x attention "
+                  'dropout (the config\'s own rate, and 0), compiled without running.')
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
@@ -62,7 +69,9 @@ def throughput(config, encoding_names: list[str]) -> dict:
     workloads[name] = TASKS[FLAGS.task].benchmark_workload(configs[name])
     timers[name] = benchmarking.TrainStepTimer(configs[name], workloads[name])
   seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
-  results = {name: {'train': timers[name].summary(seconds[name], FLAGS.steps_per_window, FLAGS.peak_tflops)}
+  results = {name: {'train': timers[name].summary(seconds[name], FLAGS.steps_per_window, FLAGS.peak_tflops),
+                    'attention': {call: dataclasses.asdict(path)
+                                  for call, path in workloads[name].task.attention_paths.items()}}
              for name in encoding_names}
   del timers
   for name, measured in results.items():
@@ -128,6 +137,38 @@ def scaling(device_counts: list[int]) -> dict:
   return {'device_counts': {str(k): v for k, v in runs.items()}}
 
 
+# XLA:CPU's default scheduler trades memory for concurrency and hoists rematerialised forward passes
+# early, so its estimate would not show what remat saves; the memory-minimising scheduler (what GPUs'
+# memory-aware scheduling does) shows it.
+MEMORY_SCHEDULER_FLAG = '--xla_cpu_enable_concurrency_optimized_scheduler=false'
+
+
+def memory_grid(config) -> dict:
+  """`benchmarking.train_step_memory` for every dtype x remat x attention dropout, in GiB per device.
+
+  On a CPU it runs in a process of its own with XLA's memory-minimising scheduler.
+  """
+  if jax.default_backend() == 'cpu' and MEMORY_SCHEDULER_FLAG not in os.environ.get('XLA_FLAGS', ''):
+    with tempfile.TemporaryDirectory() as scratch:
+      out = os.path.join(scratch, 'memory.json')
+      env = os.environ | {'XLA_FLAGS': f'{os.environ.get("XLA_FLAGS", "")} {MEMORY_SCHEDULER_FLAG}'.strip()}
+      forwarded = [a for a in sys.argv[1:] if not a.startswith('--out')]
+      subprocess.run([sys.executable, os.path.abspath(__file__), *forwarded, f'--out={out}'], env=env, check=True)
+      with open(out) as f:
+        return {'memory': json.load(f)['memory'], 'xla_flags': env['XLA_FLAGS']}
+  rows = []
+  for dtype in ('float32', 'bfloat16'):
+    for remat in (False, True):
+      for dropout in sorted({config.model.attention_dropout_rate, 0.0}, reverse=True):
+        variant = config.copy_and_resolve_references()
+        variant.model.update(dtype=dtype, remat=remat, attention_dropout_rate=dropout)
+        memory = benchmarking.train_step_memory(variant, TASKS[FLAGS.task].benchmark_workload(variant))
+        rows.append({'dtype': dtype, 'remat': remat, 'attention_dropout_rate': dropout} | memory)
+        print(f'{dtype:>9} remat={remat!s:5} attention dropout {dropout:.1f}: {memory["total_bytes"] / 2**30:7.2f} GiB '
+              f'(temporaries {memory["temp_bytes"] / 2**30:.2f} GiB)', flush=True)
+  return {'memory': rows}
+
+
 def _encodings() -> list[str]:
   if FLAGS.encodings == 'all':
     return list(encodings.REGISTRY)
@@ -147,6 +188,8 @@ def main(argv) -> None:
              'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}
   if FLAGS.device_counts:
     results |= scaling([int(c) for c in FLAGS.device_counts.split(',')])
+  elif FLAGS.memory_grid:
+    results |= memory_grid(config)
   elif FLAGS.pipeline:
     if not FLAGS.workdir:
       raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')

@@ -200,12 +200,12 @@ def test_sowed_attention_weights_are_the_ones_attention_uses():
   keys = jax.random.split(jax.random.PRNGKey(0), 4)
   query, key, value = (jax.random.normal(k, (2, 5, 3, 4)) for k in keys[:3])
   bias = jax.random.normal(keys[3], (1, 3, 5, 5))
-  mask = jnp.arange(5)[None, None, None, :] < jnp.asarray([5, 3])[:, None, None, None]
-  weights = attention_weights(query, key, bias=bias, mask=mask)
+  key_valid = jnp.arange(5)[None, :] < jnp.asarray([5, 3])[:, None]
+  weights = attention_weights(query, key, bias=bias, mask=key_valid[:, None, None, :])
   np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
   assert float(weights[1, :, :, 3:].max()) == 0.0
   np.testing.assert_allclose(jnp.einsum('bhqk,bkhd->bqhd', weights, value),
-                             attend(query, key, value, bias=bias, mask=mask), atol=1e-5)
+                             attend(query, key, value, bias=bias, key_valid=key_valid), atol=1e-5)
 
 
 def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():

@@ -54,6 +54,9 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
                                   task.eval_batches('validation'))
     assert validation['accuracy'] <= written['validation']['accuracy']
   assert written['config']['model']['pos_encoding'] == 'sinusoidal'
+  # 'auto' attention on a CPU: XLA, and the run says why.
+  assert written['attention'] == {'encoder self-attention': {
+      'implementation': 'xla', 'reason': 'cuDNN fused attention needs an NVIDIA GPU; the device is cpu (cpu)'}}
   # Provenance: the code's commit, as git itself tells it, the packages and devices that ran.
   record = written['provenance']
   head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()

@@ -24,7 +24,7 @@ from lra_posenc.data.files import DataError
 from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
-from lra_posenc.training.config_checks import upgrade_renamed_keys
+from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.translation import decode, input_pipeline, train, translate
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator
@@ -41,7 +41,8 @@ def run(config, workdir, should_stop=None):
 def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True) -> Seq2SeqTransformer:
   model = ml_collections.ConfigDict(dict(
       emb_dim=32, num_heads=4, num_layers=2, qkv_dim=32, mlp_dim=64, dropout_rate=0.0, attention_dropout_rate=0.0,
-      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config(), dtype='float32'))
+      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config(), dtype='float32',
+      attention_implementation='auto', remat=False))
   return Seq2SeqTransformer(transformer_config(model, max_len=max_len), source_vocab_size=24, target_vocab_size=24,
                             share_embeddings=share_embeddings, bos_id=BOS_ID)
 
@@ -337,13 +338,14 @@ def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
     train.check_config(config)
 
 
-def test_a_config_json_from_before_the_renames_reads_with_the_new_keys(toy_corpus):
+def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_keys(toy_corpus):
   config = toy_config(toy_corpus).to_dict()
   config['evaluation']['batch_size'] = config['decoding']['batch_size'] = 48
   old = copy.deepcopy(config)
   old['data']['max_eval_length'] = old['data'].pop('max_eval_source_length')
   del old['decoding']['max_output_length'], old['decoding']['batch_size']
-  assert upgrade_renamed_keys(old) == config
+  del old['model']['attention_implementation'], old['model']['remat']
+  assert upgrade_old_config(old) == config
   with ml_collections.ConfigDict(old).unlocked() as stale:
     stale.data.max_eval_length = 16
     with pytest.raises(ValueError, match=r'data.max_eval_length was renamed; use data.max_eval_source_length'):

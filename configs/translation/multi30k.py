@@ -59,6 +59,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_options = encodings.options_config()
   config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
+  # 'auto': cuDNN's fused attention on NVIDIA GPUs wherever it can serve a call (bfloat16, no attention
+  # dropout, ...), XLA elsewhere; the path and why is logged and in results.json. Or 'xla', or 'cudnn'.
+  config.model.attention_implementation = 'auto'
+  config.model.remat = False  # True: recompute each block's activations in the backward pass (less memory).
 
   config.loss = ml_collections.ConfigDict()
   config.loss.label_smoothing = 0.1

@@ -11,6 +11,7 @@ over the batch and keeps attention biases small.
 import dataclasses
 from typing import ClassVar
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -19,9 +20,12 @@ import numpy as np
 Array = jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
+@flax.struct.dataclass
 class Rotary:
-  """Rotary angles for one side of attention, each of shape [batch|1, length, 1, head_dim // 2]."""
+  """Rotary angles for one side of attention, each of shape [batch|1, length, 1, head_dim // 2].
+
+  A pytree, like `AttentionTerms`, so both cross rematerialised (`nn.remat`) block boundaries.
+  """
   sin: Array
   cos: Array
 
@@ -32,7 +36,7 @@ class Rotary:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-@dataclasses.dataclass(frozen=True)
+@flax.struct.dataclass
 class AttentionTerms:
   """What an encoding contributes to one attention call."""
   bias: Array | None = None  # [batch|1, heads, q_length, k_length], added to the logits.

@@ -22,7 +22,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline
 from lra_posenc.models import flops
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.config_checks import (check_keys, check_positive, check_section_choice,
@@ -111,7 +111,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(
           lambda rng: model.init({'params': rng}, np.zeros((1, length), np.int32), train=False)['params'],
-          functools.partial(classification_metrics, model)),
+          functools.partial(classification_metrics, model),
+          attention_paths(model.config, model.attention_calls(length))),
       batch=batch,
       forward_flops=flops.classifier_flops(model.config, positions, config.model.classifier_dim,
                                            config.data.num_classes),
@@ -137,6 +138,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
       selection_metric='accuracy',
       artifacts={'vocab': list(input_pipeline.VOCAB)},
+      attention_paths=attention_paths(model.config, model.attention_calls(config.data.max_length)),
       baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})
 
 

@@ -28,6 +28,11 @@ class TransformerClassifier(nn.Module):
   pos_encoding_placement: str = 'input'
   pad_id: int = 0
 
+  def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool]]:
+    """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's terms)."""
+    positions = length + (self.pooling == 'cls')
+    return {'encoder self-attention': (positions, positions, True)}
+
   @nn.compact
   def __call__(self, tokens: jax.Array, *, train: bool) -> jax.Array:
     chex.assert_rank(tokens, 2)  # [batch, length]: a single sequence needs its batch axis.

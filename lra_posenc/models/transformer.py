@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from lra_posenc import encodings
+from lra_posenc.models import attention
 from lra_posenc.models.attention import MultiHeadAttention
 from lra_posenc.training.config_checks import check_positive, check_section_choice
 
@@ -27,6 +28,8 @@ class TransformerConfig:
   pos_encoding_options: object
   max_len: int
   dtype: jnp.dtype = jnp.dtype(jnp.float32)
+  attention_implementation: str = 'auto'
+  remat: bool = False
 
   @property
   def head_dim(self) -> int:
@@ -34,7 +37,7 @@ class TransformerConfig:
 
 
 CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
-               'pos_encoding', 'pos_encoding_options', 'dtype')
+               'pos_encoding', 'pos_encoding_options', 'dtype', 'attention_implementation', 'remat')
 # Computation dtypes of `model.dtype`. Parameters stay float32 either way; so do the residual
 # stream, embeddings, positional tables and biases, layer norms and softmax, so that low
 # precision touches only the matrix products (flax's dtype / param_dtype split).
@@ -50,16 +53,55 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
   """
   check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim')
   check_section_choice(model, 'model', 'dtype', DTYPES)
+  check_section_choice(model, 'model', 'attention_implementation', attention.IMPLEMENTATIONS)
+  if not isinstance(model.remat, bool):
+    raise ValueError(f'model.remat must be True or False, got {model.remat!r}')
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
   options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
   encodings.REGISTRY[model.pos_encoding].check_model(options, max_len=max_len,
                                                      head_dim=model.qkv_dim // model.num_heads)
-  return TransformerConfig(
+  cfg = TransformerConfig(
       emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
       mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
       pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len,
-      dtype=jnp.dtype(DTYPES[model.dtype]))
+      dtype=jnp.dtype(DTYPES[model.dtype]), attention_implementation=model.attention_implementation,
+      remat=model.remat)
+  if cfg.attention_implementation == 'cudnn':  # What holds for every call; lengths are checked per call.
+    attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=False), jax.local_devices()[0])
+  return cfg
+
+
+def _attention_call(cfg: TransformerConfig, query_length: int, key_length: int, *,
+                    has_bias: bool) -> attention.AttentionCall:
+  return attention.AttentionCall(dtype=cfg.dtype, head_dim=cfg.head_dim, query_length=query_length,
+                                 key_length=key_length, has_bias=has_bias, dropout_rate=cfg.attention_dropout_rate,
+                                 training=True)
+
+
+def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, bool]],
+                    device: object = None) -> dict[str, attention.AttentionPath]:
+  """The path each of a model's training attention calls takes, for the run's log and results.
+
+  `calls` maps a call's name to (query length, key length, whether it takes the encoding's
+  terms); the encoding itself says whether those include a bias. The model's attention
+  layers decide through the same `attention.choose_path` when they are traced.
+  """
+  device = device or jax.local_devices()[0]
+  has_bias = encoding_has_bias(cfg)
+  return {name: attention.choose_path(cfg.attention_implementation,
+                                      _attention_call(cfg, q_length, k_length, has_bias=takes_terms and has_bias),
+                                      device)
+          for name, (q_length, k_length, takes_terms) in calls.items()}
+
+
+def encoding_has_bias(cfg: TransformerConfig) -> bool:
+  """Whether `cfg`'s encoding adds a bias to attention logits (found by tracing its terms, not by its name)."""
+  positions = jnp.zeros((1, 2), jnp.int32)
+  encoding = create_encoding(cfg)
+  terms, _ = jax.eval_shape(lambda: encoding.init_with_output(
+      jax.random.key(0), positions, positions, causal=False, method=encoding.attention_terms))
+  return terms.bias is not None
 
 
 def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:
@@ -80,16 +122,24 @@ class MlpBlock(nn.Module):
     return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
 
 
+def _block(module: type[nn.Module], cfg: TransformerConfig) -> type[nn.Module]:
+  """`module`, rematerialised under `cfg.remat`: its activations are recomputed in the backward pass
+  instead of stored, so stored activations stop growing with layers x length^2."""
+  return nn.remat(module) if cfg.remat else module
+
+
 class EncoderBlock(nn.Module):
   config: TransformerConfig
+  deterministic: bool
 
   @nn.compact
-  def __call__(self, x: Array, *, mask: Array, terms: encodings.AttentionTerms, deterministic: bool) -> Array:
-    cfg = self.config
+  def __call__(self, x: Array, key_valid: Array, terms: encodings.AttentionTerms) -> Array:
+    cfg, deterministic = self.config, self.deterministic
     dropout = nn.Dropout(cfg.dropout_rate)
     y = nn.LayerNorm()(x)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype)(
-        y, y, mask=mask, terms=terms, deterministic=deterministic)
+    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
+                           implementation=cfg.attention_implementation)(
+        y, y, key_valid=key_valid, terms=terms, deterministic=deterministic)
     x = x + dropout(y, deterministic=deterministic)
     y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
     return x + dropout(y, deterministic=deterministic)
@@ -114,29 +164,32 @@ class Encoder(nn.Module):
       x = encoding.add_to_inputs(x, positions)
     x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
     terms = encoding.attention_terms(positions, positions, causal=False)
-    mask = valid[:, None, None, :]
+    block = _block(EncoderBlock, cfg)
     for i in range(cfg.num_layers):
-      x = EncoderBlock(cfg, name=f'block_{i}')(x, mask=mask, terms=terms, deterministic=deterministic)
+      x = block(cfg, deterministic, name=f'block_{i}')(x, valid, terms)
     return nn.LayerNorm(name='final_norm')(x)
 
 
 class DecoderBlock(nn.Module):
   config: TransformerConfig
+  deterministic: bool
   decode: bool = False
 
   @nn.compact
-  def __call__(self, x: Array, encoded: Array, *, self_mask: Array, cross_mask: Array,
-               terms: encodings.AttentionTerms, deterministic: bool, cache_index: Array | None) -> Array:
-    cfg = self.config
+  def __call__(self, x: Array, encoded: Array, self_valid: Array | None, encoder_valid: Array,
+               terms: encodings.AttentionTerms, cache_index: Array | None) -> Array:
+    cfg, deterministic = self.config, self.deterministic
     dropout = nn.Dropout(cfg.dropout_rate)
+    attention_layer = lambda name, decode=False: MultiHeadAttention(
+        cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=decode, dtype=cfg.dtype,
+        implementation=cfg.attention_implementation, name=name)
     y = nn.LayerNorm()(x)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=self.decode,
-                           dtype=cfg.dtype, name='self_attention')(
-        y, y, mask=self_mask, terms=terms, deterministic=deterministic, cache_index=cache_index)
+    y = attention_layer('self_attention', self.decode)(
+        y, y, key_valid=self_valid, causal=cache_index is None, terms=terms, deterministic=deterministic,
+        cache_index=cache_index)
     x = x + dropout(y, deterministic=deterministic)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
-                           name='cross_attention')(
-        nn.LayerNorm()(x), encoded, mask=cross_mask, terms=encodings.AttentionTerms(),
+    y = attention_layer('cross_attention')(
+        nn.LayerNorm()(x), encoded, key_valid=encoder_valid, terms=encodings.AttentionTerms(),
         deterministic=deterministic)
     x = x + dropout(y, deterministic=deterministic)
     y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
@@ -164,19 +217,17 @@ class Decoder(nn.Module):
     if stepping:
       positions = step.value[None, None]
       key_positions = jnp.arange(cfg.max_len, dtype=jnp.int32)[None]
-      self_mask = (key_positions <= step.value)[:, None, None, :]
+      self_valid = key_positions <= step.value
       cache_index = step.value
       step.value = step.value + 1
     else:
       positions = key_positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
-      self_mask = nn.make_causal_mask(positions, dtype=jnp.bool_)
-      cache_index = None
+      self_valid = cache_index = None  # Causal: each position sees itself and those before it.
     x = encoding.add_to_inputs(x, positions)
     x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
     terms = encoding.attention_terms(positions, key_positions, causal=True)
-    cross_mask = encoder_valid[:, None, None, :]
+    block = _block(DecoderBlock, cfg)
     for i in range(cfg.num_layers):
-      x = DecoderBlock(cfg, decode=self.decode, name=f'block_{i}')(
-          x, encoded, self_mask=self_mask, cross_mask=cross_mask, terms=terms, deterministic=deterministic,
-          cache_index=cache_index)
+      x = block(cfg, deterministic, decode=self.decode, name=f'block_{i}')(
+          x, encoded, self_valid, encoder_valid, terms, cache_index)
     return nn.LayerNorm(name='final_norm')(x)

@@ -17,7 +17,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 
 from lra_posenc.training import distributed
-from lra_posenc.training.config_checks import upgrade_renamed_keys
+from lra_posenc.training.config_checks import upgrade_old_config
 
 ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
 LATEST_DIR, BEST_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'checkpoints.unreadable'
@@ -169,7 +169,7 @@ def read_config(workdir: str) -> ml_collections.ConfigDict:
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
   with open(config_path) as f:
-    return ml_collections.ConfigDict(upgrade_renamed_keys(json.load(f)))
+    return ml_collections.ConfigDict(upgrade_old_config(json.load(f)))
 
 
 def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:

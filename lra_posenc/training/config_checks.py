@@ -38,12 +38,19 @@ def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str
   check_choice(f'{path}.{key}', section[key], choices)
 
 
-def upgrade_renamed_keys(config: dict) -> dict:
-  """A config.json written before the keys in RENAMED were, with the keys that replaced them.
+# Keys added to `config.model` later, with the value that gives the behaviour from before them.
+ADDED_MODEL_KEYS = {'attention_implementation': 'auto', 'remat': False}
 
-  Workdirs trained before the renames stay readable (translate, diagnostics). The
-  beam-search batch was `evaluation.batch_size` then, and the output cap the source cut.
+
+def upgrade_old_config(config: dict) -> dict:
+  """A config.json written before the keys in RENAMED were renamed and those in ADDED_MODEL_KEYS added,
+  in today's keys.
+
+  Workdirs trained before stay readable (translate, diagnostics). The beam-search batch
+  was `evaluation.batch_size` then, and the output cap the source cut.
   """
+  for key, value in ADDED_MODEL_KEYS.items():
+    config.get('model', {}).setdefault(key, value)
   data = config.get('data', {})
   if 'max_eval_length' in data:
     length = data.pop('max_eval_length')

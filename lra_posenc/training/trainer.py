@@ -36,6 +36,9 @@ TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation'
 TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps')
 EVALUATION_KEYS = ('batch_size', 'every_steps')
 CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
+# Model keys that say how the model is computed, not what it computes: a run may resume with them
+# changed (on a GPU, with rematerialisation), so checkpoints do not record them.
+HOW_THE_MODEL_COMPUTES = ('attention_implementation', 'remat')
 
 Params = Any
 Metrics = dict[str, jax.Array]
@@ -63,6 +66,8 @@ class Task:
       'test' result, all of them are under 'test_sets'.
     score_test: (best params, replicated over local devices; split) -> further test scores
       (BLEU of decoded output), or None.
+    attention_paths: how each of the model's attention calls computes in training (name ->
+      a dataclass with `implementation` and `reason`); logged once, written to results.json.
 
   A task's factory validates the whole config (with `check_config` for the trainer's
   sections) before it reads any data, so the trainer does not check it again.
@@ -76,6 +81,7 @@ class Task:
   baselines: dict[str, float]
   test_splits: tuple[str, ...] = ('test',)
   score_test: Callable[[Params, str], dict[str, Any]] | None = None
+  attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = ()) -> None:
@@ -203,10 +209,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   state = create_state(config, task, init_rng)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
+  attention_paths = {name: dataclasses.asdict(path) for name, path in task.attention_paths.items()}
+  for name, path in attention_paths.items():
+    logging.info('%s: %s%s', name, path['implementation'], f" ({path['reason']})" if path['reason'] else '')
   distributed.check_everywhere(lambda: check_free_space(workdir, state, config.checkpoint.max_to_keep),
                                'checking free space in the workdir')
-  record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': config.model.to_dict(),
-            'artifacts': task.artifacts}
+  model = {k: v for k, v in config.model.to_dict().items() if k not in HOW_THE_MODEL_COMPUTES}
+  record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': model, 'artifacts': task.artifacts}
   p_train_step, p_eval_step = pmapped_steps(task)
 
   with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep) as checkpoints,
@@ -257,7 +266,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     results = _test_best(checkpoints, state, p_eval_step, task)
     results |= {'status': 'finished', 'step': step, 'config': config.to_dict(), 'baselines': task.baselines,
                 'train_seconds_this_run': train_seconds, 'steps_this_run': step - first_step,
-                'provenance': provenance()}
+                'attention': attention_paths, 'provenance': provenance()}
     if distributed.is_primary():
       _write_json(os.path.join(workdir, 'results.json'), results)
     writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},

@@ -22,7 +22,7 @@ from absl import logging
 from lra_posenc import benchmarking
 from lra_posenc.models import flops
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
-from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
@@ -133,7 +133,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   example = np.zeros((1, length), np.int32)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
-                                       functools.partial(translation_metrics, model, config.loss.label_smoothing)),
+                                       functools.partial(translation_metrics, model, config.loss.label_smoothing),
+                                       attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
       forward_flops=flops.seq2seq_flops(model.config, length, length, vocab_size),
       tokens_per_example=2 * length,
@@ -182,6 +183,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
       selection_metric='accuracy',
       artifacts={'tokenizer': tokenizers.fingerprints},
+      attention_paths=attention_paths(model.config, model.attention_calls(data.max_length, data.max_length)),
       baselines={f'{split}_copy_source_bleu': sacrebleu_scores(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
       test_splits=tuple(data.test_splits),

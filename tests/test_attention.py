@@ -1,0 +1,230 @@
+"""Attention paths (XLA, cuDNN) against a float64 softmax-attention oracle, the choice between them, and remat.
+
+The oracle is NumPy in float64: logits, masking, softmax and the softmax backward pass
+written out, independent of JAX. cuDNN cases run only on an NVIDIA GPU
+(`scripts/gpu_check.py` runs this file there); on a CPU they skip.
+"""
+import re
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lra_posenc import encodings
+from lra_posenc.models import attention
+from lra_posenc.models.transformer import attention_paths, transformer_config
+from lra_posenc.listops import train as listops_train
+from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.translator import create_translator
+from configs.listops import lra
+from conftest import toy_config
+
+BATCH, HEADS, HEAD_DIM, LENGTH = 3, 4, 16, 6
+ON_NVIDIA_GPU = attention.nvidia_compute_capability(jax.local_devices()[0]) is not None
+PATHS = ['xla', pytest.param('cudnn', marks=pytest.mark.skipif(not ON_NVIDIA_GPU, reason='needs an NVIDIA GPU'))]
+# Rows of 6, 4 and 1 real keys, padding trailing (as every pipeline pads).
+KEY_VALID = np.arange(LENGTH)[None, :] < np.array([LENGTH, 4, 1])[:, None]
+
+
+def oracle(query, key, value, bias, mask, output_gradient):
+  """Attention output and the gradients of sum(output * output_gradient) for query, key, value and bias (float64)."""
+  query, key, value, output_gradient = (np.asarray(x, np.float64) for x in (query, key, value, output_gradient))
+  scale = 1.0 / np.sqrt(query.shape[-1])
+  logits = np.einsum('bqhd,bkhd->bhqk', query, key) * scale
+  if bias is not None:
+    logits = logits + np.asarray(bias, np.float64)
+  if mask is not None:
+    logits = np.where(mask, logits, -np.inf)
+  weights = np.exp(logits - logits.max(-1, keepdims=True))
+  weights /= weights.sum(-1, keepdims=True)
+  output = np.einsum('bhqk,bkhd->bqhd', weights, value)
+  weights_gradient = np.einsum('bqhd,bkhd->bhqk', output_gradient, value)
+  logits_gradient = weights * (weights_gradient - (weights_gradient * weights).sum(-1, keepdims=True))
+  gradients = {
+      'query': np.einsum('bhqk,bkhd->bqhd', logits_gradient, key) * scale,
+      'key': np.einsum('bhqk,bqhd->bkhd', logits_gradient, query) * scale,
+      'value': np.einsum('bhqk,bqhd->bkhd', weights, output_gradient),
+  }
+  if bias is not None:  # A bias shared over the batch (or heads) gets the sum over what it is shared by.
+    shared = tuple(axis for axis, size in enumerate(np.shape(bias)) if size == 1)
+    gradients['bias'] = logits_gradient.sum(axis=shared, keepdims=True)
+  return output, gradients
+
+
+def encoding_terms(name: str, query_positions, key_positions, *, causal: bool) -> encodings.AttentionTerms:
+  module = encodings.create(name, encodings.REGISTRY[name].Options(), max_len=LENGTH, dim=HEADS * HEAD_DIM,
+                            num_heads=HEADS, head_dim=HEAD_DIM)
+  terms, params = module.init_with_output(jax.random.key(1), query_positions, key_positions, causal=causal,
+                                          method=module.attention_terms)
+  if params:  # T5's learned biases start near 0.02; make them large enough to matter.
+    terms = module.apply(jax.tree.map(lambda p: p * 50.0, params), query_positions, key_positions, causal=causal,
+                         method=module.attention_terms)
+  return terms
+
+
+CALLS = {  # name: (query positions, key valid, causal)
+    'padded encoder': (np.arange(LENGTH)[None], KEY_VALID, False),
+    'causal decoder': (np.arange(LENGTH)[None], None, True),
+    'decoding step 3 over a cache': (np.array([[3]]), np.arange(LENGTH)[None] <= 3, False),
+}
+
+
+@pytest.mark.parametrize('implementation', PATHS)
+@pytest.mark.parametrize('call', list(CALLS))
+@pytest.mark.parametrize('encoding', list(encodings.REGISTRY))
+def test_attention_path_matches_the_float64_oracle_forward_and_backward(encoding, call, implementation):
+  query_positions, key_valid, causal = CALLS[call]
+  key_positions = np.arange(LENGTH)[None]
+  terms = encoding_terms(encoding, query_positions, key_positions, causal=causal or call.startswith('decoding'))
+  keys = jax.random.split(jax.random.key(0), 4)
+  query = jax.random.normal(keys[0], (BATCH, query_positions.shape[1], HEADS, HEAD_DIM))
+  key, value = (jax.random.normal(k, (BATCH, LENGTH, HEADS, HEAD_DIM)) for k in keys[1:3])
+  output_gradient = jax.random.normal(keys[3], query.shape)
+  if terms.query_rotary is not None:  # Rotary encodings rotate queries and keys before the call, on every path.
+    query, key = terms.query_rotary.apply(query), terms.key_rotary.apply(key)
+  dtype = jnp.bfloat16 if implementation == 'cudnn' else jnp.float32
+  query, key, value = (x.astype(dtype) for x in (query, key, value))
+  valid = None if key_valid is None else jnp.asarray(key_valid)
+
+  def objective(query, key, value, bias):
+    out = attention.attend(query, key, value, bias=bias, key_valid=valid, causal=causal, implementation=implementation)
+    return (out.astype(jnp.float32) * output_gradient).sum(), out
+
+  arguments = (query, key, value, terms.bias)
+  differentiate = (0, 1, 2, 3) if terms.bias is not None else (0, 1, 2)
+  gradients, output = jax.grad(objective, argnums=differentiate, has_aux=True)(*arguments)
+  mask = attention.attention_mask(valid, causal=causal, query_length=query.shape[1])
+  expected_output, expected = oracle(query.astype(jnp.float32), key.astype(jnp.float32),
+                                     value.astype(jnp.float32), terms.bias, mask, output_gradient)
+  tolerance = 3e-2 if implementation == 'cudnn' else 2e-5  # Relative to the largest entry.
+  close = lambda got, want: np.abs(np.asarray(got, np.float64) - want).max() <= tolerance * np.abs(want).max()
+  assert close(output, expected_output)
+  for name, gradient in zip(('query', 'key', 'value', 'bias'), gradients):
+    assert close(gradient, expected[name]), name
+
+
+def test_attention_weights_dropout_path_keeps_the_oracle_in_expectation():
+  """Attention dropout rescales kept weights by 1/(1-p): averaged over many masks, the output is the oracle's."""
+  keys = jax.random.split(jax.random.key(0), 3)
+  query = jax.random.normal(keys[0], (1, 4, 1, 8))
+  key, value = (jax.random.normal(k, (1, 4, 1, 8)) for k in keys[1:])
+  outputs = jax.vmap(lambda rng: attention.attend(query, key, value, bias=None, key_valid=None, causal=True,
+                                                  dropout_rate=0.3, dropout_rng=rng))(
+      jax.random.split(jax.random.key(1), 20000))
+  expected, _ = oracle(query, key, value, None, attention.attention_mask(None, causal=True, query_length=4),
+                       np.zeros(query.shape))
+  np.testing.assert_allclose(outputs.mean(0), expected, atol=0.03)
+
+
+def fake_gpu(capability: str = '9.0') -> types.SimpleNamespace:
+  """What `choose_path` reads of a device, as an NVIDIA GPU of `capability` reports it."""
+  return types.SimpleNamespace(platform='gpu', device_kind='NVIDIA H100 80GB HBM3', compute_capability=capability,
+                               client=types.SimpleNamespace(platform_version='cuda 12080'))
+
+
+def call(**changes) -> attention.AttentionCall:
+  facts = dict(dtype=jnp.bfloat16, head_dim=64, query_length=2001, key_length=2001, has_bias=False,
+               dropout_rate=0.0, training=True)
+  return attention.AttentionCall(**(facts | changes))
+
+
+@pytest.mark.parametrize('changes, reason', [
+    ({}, None),
+    ({'dtype': jnp.float32}, 'computes in bfloat16 or float16; model.dtype is float32'),
+    ({'dropout_rate': 0.1}, r'attention dropout \(model.attention_dropout_rate=0.1\)'),
+    ({'dropout_rate': 0.1, 'training': False}, None),  # Evaluation has no dropout.
+    ({'head_dim': 12}, 'multiple of 8 and at most 256 on compute capability 9.0; .* = 12'),
+    ({'head_dim': 192}, None),
+    ({'has_bias': True}, 'trains with an attention bias only at even lengths; this call attends 2001 queries'),
+    ({'has_bias': True, 'training': False}, None),
+    ({'has_bias': True, 'query_length': 2000, 'key_length': 2000}, None),
+])
+def test_cudnn_serves_the_calls_jax_documents_and_names_the_obstacle_otherwise(changes, reason):
+  path = attention.choose_path('auto', call(**changes), fake_gpu())
+  if reason is None:
+    assert path == attention.AttentionPath('cudnn')
+  else:
+    assert path.implementation == 'xla'
+    assert re.search(reason, path.reason), path.reason
+    with pytest.raises(ValueError, match="model.attention_implementation='cudnn' cannot run here: "):
+      attention.choose_path('cudnn', call(**changes), fake_gpu())
+
+
+def test_head_dim_limit_before_hopper_is_128():
+  assert attention.choose_path('auto', call(head_dim=192), fake_gpu('8.0')).implementation == 'xla'
+  assert attention.choose_path('auto', call(head_dim=128), fake_gpu('8.0')).implementation == 'cudnn'
+
+
+def test_xla_is_taken_when_asked_even_where_cudnn_could_serve():
+  assert attention.choose_path('xla', call(), fake_gpu()) == attention.AttentionPath(
+      'xla', 'model.attention_implementation=xla')
+
+
+def test_auto_on_this_cpu_takes_xla_and_says_why():
+  config = lra.get_config('cpu')
+  model = listops_train.create_model(config)
+  paths = attention_paths(model.config, model.attention_calls(config.data.max_length))
+  assert paths == {'encoder self-attention': attention.AttentionPath(
+      'xla', 'cuDNN fused attention needs an NVIDIA GPU; the device is cpu (cpu)')}
+
+
+@pytest.mark.skipif(ON_NVIDIA_GPU, reason='on an NVIDIA GPU cudnn may be served')
+def test_cudnn_on_a_cpu_is_a_config_error_before_anything_compiles():
+  config = lra.get_config('cpu')
+  config.model.attention_implementation = 'cudnn'
+  with pytest.raises(ValueError, match="model.attention_implementation='cudnn' cannot run here: cuDNN fused "
+                                       "attention needs an NVIDIA GPU; the device is cpu"):
+    transformer_config(config.model, max_len=65)
+  config.model.attention_implementation = 'flash'
+  with pytest.raises(ValueError, match=r"model.attention_implementation='flash'.*\['auto', 'xla', 'cudnn'\]"):
+    transformer_config(config.model, max_len=65)
+
+
+def test_the_translation_report_lists_its_three_attention_calls(toy_corpus):
+  config = toy_config(toy_corpus)
+  config.model.pos_encoding = 'alibi'
+  model = create_translator(config, None, (64, 64)).model
+  paths = attention_paths(model.config, model.attention_calls(24, 16), device=fake_gpu())
+  # No attention dropout and bfloat16 would let cuDNN serve all three; the toy config is float32.
+  assert set(paths) == {'encoder self-attention', 'decoder self-attention', 'cross-attention'}
+  assert all('model.dtype is float32' in path.reason for path in paths.values())
+  config.model.update(dtype='bfloat16', attention_dropout_rate=0.0)
+  model = create_translator(config, None, (64, 64)).model
+  paths = attention_paths(model.config, model.attention_calls(23, 16), device=fake_gpu())
+  assert paths['cross-attention'].implementation == 'cudnn'  # No bias there: odd lengths are fine.
+  assert paths['decoder self-attention'].implementation == 'cudnn'
+  assert 'even lengths; this call attends 23 queries to 23 keys' in paths['encoder self-attention'].reason
+
+
+def loss_and_gradients(metrics, init, batch):
+  params = init(jax.random.key(0))
+  loss = lambda p: metrics(p, batch, jax.random.key(1))['loss']
+  return jax.jit(jax.value_and_grad(loss))(params)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('task', ['listops', 'translation'])
+def test_remat_gives_the_same_loss_and_gradients(task, toy_corpus):
+  results = []
+  for remat in (False, True):
+    if task == 'listops':
+      config = lra.get_config('cpu')
+      config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1, remat=remat)
+      workload = listops_train.benchmark_workload(config)
+    else:
+      config = toy_config(toy_corpus)
+      config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1, remat=remat)
+      workload = translation_train.benchmark_workload(config)
+    batch = workload.batch(4, np.random.default_rng(0))
+    results.append(loss_and_gradients(workload.task.metrics, workload.task.init_params, batch))
+  (loss, gradients), (remat_loss, remat_gradients) = results
+  assert float(loss) == pytest.approx(float(remat_loss), rel=1e-6)
+  # Recomputation may fuse differently, so equal up to float32 rounding: relative to each array's largest
+  # entry. Key biases are left out: their true gradient is zero (softmax ignores a shift shared by all keys),
+  # so theirs is rounding noise alone.
+  errors = {jax.tree_util.keystr(path): float(np.abs(a - b).max() / np.abs(a).max())
+            for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(gradients), jax.tree.leaves(remat_gradients))
+            if "['key']['bias']" not in jax.tree_util.keystr(path)}
+  assert max(errors.values()) < 1e-5, errors
