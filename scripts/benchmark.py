@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Speed of the trainer's steps per positional encoding; the input pipeline's cost; device scaling.
 
 Every encoding at one setting, with step times as ratios to `none` (train, eval and, for
@@ -38,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import benchmarking, encodings  # noqa: E402
 from lra_posenc.tasks import TASKS  # noqa: E402
+from lra_posenc.training import cli  # noqa: E402
 from lra_posenc.validation import check_choice  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -210,4 +212,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config'])
-  app.run(main)
+  cli.run_with_help(main)

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Looks inside positional encodings: what each one gives a position, and how positions relate.
 
     python scripts/diagnostics.py --encodings=sinusoidal,chebyshev,legendre,rope --length=512 --dim=128 \\

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Downloads the Multi30k task-1 raw files (Elliott et al. 2016) where a network exists.
 
     python scripts/download_multi30k.py --output_dir data/multi30k

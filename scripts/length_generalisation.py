@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Scores the best checkpoints of a sweep by input length, beyond the lengths seen in training.
 
     python scripts/length_generalisation.py --task=listops --sweep_dir=runs/sweeps/listops_cpu \\

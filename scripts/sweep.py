@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Trains every (encoding variant, seed) pair of a comparison and tabulates the results.
 
     python scripts/sweep.py --task=listops --config=configs/listops/lra.py:sweep \\
@@ -8,7 +9,8 @@
 
 A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1`
 (a key without a dot is an option of that encoding) or `chebyshev:model.pe_placement=output`
-(a dotted key is any config key). `--set KEY=VALUE` applies to every run.
+(a dotted key is any config key). `--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`),
+applies to every run.
 
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. Finished runs (results.json) are skipped and interrupted ones resume
@@ -212,7 +214,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help='Validation score for the steps-to-target column (default: per task).')
   parser.add_argument('--report_dir', help='Where the tables and plots go (default: --output_dir), e.g. results/.')
   parser.add_argument('--tabulate_only', action='store_true', help='Do not train; tabulate finished runs.')
-  args = parser.parse_args(argv)
+  args, unknown = parser.parse_known_args(argv)
+  for arg in unknown:  # Training's override syntax, accepted here too.
+    if not arg.startswith('--config.'):
+      parser.error(f'unrecognized argument: {arg}')
+    try:
+      args.settings.append(parse_setting(arg[len('--config.'):]))
+    except argparse.ArgumentTypeError:
+      parser.error(f'{arg} is not --config.KEY=VALUE')
   task = TASKS[args.task]
   try:
     variants = [parse_variant(spec) for spec in args.variants.split(',')]

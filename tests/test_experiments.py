@@ -38,7 +38,9 @@ def tiny_sweep(tmp_path_factory):
   """A finished sweep of two encodings (one that cannot extrapolate) by two seeds; its directory and output."""
   output_dir = str(tmp_path_factory.mktemp('sweep'))
   arguments = ['--task=listops', '--config=configs/listops/lra.py:sweep', '--variants=none,learned', '--seeds=0,1',
-               f'--output_dir={output_dir}', '--target=0.0'] + [f'--set={s}' for s in TINY_SWEEP]
+               f'--output_dir={output_dir}', '--target=0.0']
+  # Both override syntaxes: training's --config.KEY=VALUE and the sweep's --set KEY=VALUE.
+  arguments += [f'--config.{s}' if i % 2 else f'--set={s}' for i, s in enumerate(TINY_SWEEP)]
   sweep.main(arguments)
   return output_dir, arguments
 
@@ -82,7 +84,7 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
       with open(os.path.join(workdir, 'config.json')) as f:
         config = json.load(f)
       assert config['seed'] == seed and config['model']['pos_encoding'] == variant
-      assert config['model']['num_layers'] == 1
+      assert config['model']['num_layers'] == 1 and config['model']['qkv_dim'] == 16  # --config. and --set.
       assert [r['step'] for r in read_history(workdir, 'validation')] == [4, 8, 12]
   with open(os.path.join(output_dir, 'runs.csv')) as f:
     rows = list(csv.DictReader(f))

@@ -4,13 +4,16 @@ Flags are defined only when a task module runs as a program, so tasks stay impor
 side by side (by tests, sweeps, notebooks).
 """
 import json
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Callable, Sequence
 
 import jax
 import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from lra_posenc.data.files import DataError
 from lra_posenc.training import distributed, trainer
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
@@ -42,9 +45,16 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
   define_distributed_flags()
   flags.mark_flags_as_required(['config', 'workdir'])
 
+  flags.DEFINE_bool('traceback', False, 'Show the whole traceback of a configuration, data or workdir error, '
+                    'not only its one-line message.')
+  started = False
+
   def main(argv):
+    nonlocal started
     del argv
     config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
+    config.keys()  # A config file that failed to load raises on first use: here, as a parsing error.
+    started = True
     quiet_checkpoint_logs()
     initialize_distributed_from_flags()
     logging.info('devices: %s', jax.devices())
@@ -52,4 +62,36 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
     if distributed.is_primary():
       print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
 
+  try:
+    run_with_help(main)
+  except (ValueError, DataError, OSError, AttributeError, KeyError) as error:
+    # A config override or file that does not parse fails in flag parsing (AttributeError, KeyError,
+    # OSError); once training started, those two are bugs and keep their traceback.
+    if '--traceback' in sys.argv or (started and isinstance(error, (AttributeError, KeyError))):
+      raise
+    print(f'error: {user_error_message(error, sys.argv, parsing=not started)}', file=sys.stderr)
+    print('(add --traceback for the whole traceback)', file=sys.stderr)
+    sys.exit(2)
+
+
+def run_with_help(main: Callable[[list[str]], None]) -> None:
+  """`app.run(main)`, except that --help (or -h) prints the help and exits 0, where absl exits 1."""
+  if any(arg in ('--help', '-h', '--helpshort') for arg in sys.argv[1:]):
+    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
   app.run(main)
+
+
+def user_error_message(error: BaseException, argv: Sequence[str], *, parsing: bool) -> str:
+  """One line for a user's mistake: the flag, key, file or line it names, and what to do."""
+  text = str(error)
+  if parsing and isinstance(error, (AttributeError, KeyError)):
+    overrides = [a.split('=')[0] for a in argv if a.startswith('--config.')]
+    flag = next((f for f in overrides if re.search(rf'\b{re.escape(f.rsplit(".", 1)[-1])}\b', text)), None)
+    suggestion = re.search(r'Did you mean \W*"(\w+)"', text)
+    where = f'{flag}: config.{flag[len("--config."):]} is not a config key' if flag else 'an unknown config key'
+    return where + (f'; did you mean {suggestion[1]!r}?' if suggestion else '')
+  if parsing and isinstance(error, OSError):
+    config = next((a.split('=', 1)[1] for a in argv if a.startswith('--config=')), None)
+    reason = [line.strip() for line in text.splitlines() if line.strip()][-1]
+    return f'--config={config}: the config file could not be loaded ({reason})'
+  return str(error)

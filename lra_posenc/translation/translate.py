@@ -11,8 +11,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
+from lra_posenc.training import cli
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.translation import input_pipeline
@@ -46,4 +47,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('beam_size', None, 'Overrides decoding.beam_size (1: greedy).')
   flags.DEFINE_float('length_penalty', None, 'Overrides decoding.length_penalty.')
   flags.mark_flag_as_required('workdir')
-  app.run(main)
+  cli.run_with_help(main)
