@@ -38,7 +38,7 @@ class BatchDecoder(Protocol):
   batch_size: int
   beam_size: int
 
-  def translate_ids(self, replicated_params: Any, inputs: np.ndarray) -> np.ndarray:
+  def translate_ids(self, replicated_params: Any, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
     ...
 
 

@@ -46,10 +46,11 @@ def parse_variant(spec: str) -> Variant:
   return Variant(spec, name, tuple(overrides))
 
 
-def save_line_plot(figure, axes, path: str) -> None:
-  """The comparison plots' common finish: grid, legend, PNG, figure closed."""
+def save_line_plot(figure, axes, path: str, *, legend_title: str | None = None) -> None:
+  """The comparison plots' common finish: grid, the legend beside the axes (never over data), PNG, figure closed."""
   axes.grid(alpha=0.3)
-  axes.legend(fontsize='small')
+  axes.legend(fontsize='small', title=legend_title, title_fontsize='small', loc='upper left',
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
   figure.tight_layout()
   figure.savefig(path, dpi=120)
   plt.close(figure)

@@ -24,6 +24,7 @@ class TaskSpec:
     benchmark_workload: config -> the model on synthetic batches of the config's shapes.
     test_metric: the headline score in results.json's test_sets[split].
     validation_metric: the trainer's selection metric, as metrics.jsonl records it.
+    validation_label: what that metric is, for axes and titles.
     default_target: a validation score whose first crossing sweeps report.
   """
   module: str
@@ -31,13 +32,15 @@ class TaskSpec:
   benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
   test_metric: str
   validation_metric: str
+  validation_label: str
   default_target: float
 
 
 TASKS: dict[str, TaskSpec] = {
     'listops': TaskSpec('lra_posenc.listops.train', listops_train.create_task, listops_train.benchmark_workload,
-                        test_metric='accuracy', validation_metric='accuracy', default_target=0.4),
+                        test_metric='accuracy', validation_metric='accuracy',
+                        validation_label='validation accuracy', default_target=0.4),
     'translation': TaskSpec('lra_posenc.translation.train', translation_train.create_task,
                             translation_train.benchmark_workload, test_metric='bleu', validation_metric='accuracy',
-                            default_target=0.5),
+                            validation_label='validation token accuracy (teacher-forced)', default_target=0.5),
 }

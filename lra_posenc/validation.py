@@ -1,4 +1,4 @@
-"""The one check every choice-valued setting goes through, so all such errors read alike."""
+"""The checks every choice- or range-valued setting goes through, so all such errors read alike."""
 from collections.abc import Iterable
 
 
@@ -7,3 +7,13 @@ def check_choice(key: str, value: object, choices: Iterable) -> None:
   choices = list(choices)
   if value not in choices:
     raise ValueError(f'{key}={value!r} is not one of {choices}')
+
+
+def check_range(key: str, value: float, *, above: float | None = None, at_least: float | None = None,
+                below: float | None = None, why: str = '') -> None:
+  """Raises ValueError naming `key`, the bad value and the range (`above` < value, `at_least` <= value < `below`)."""
+  bounds = ([f'> {above}'] if above is not None else []) + ([f'>= {at_least}'] if at_least is not None else []) + (
+      [f'< {below}'] if below is not None else [])
+  if ((above is not None and not value > above) or (at_least is not None and not value >= at_least)
+      or (below is not None and not value < below)):
+    raise ValueError(f'{key}={value!r} must be {" and ".join(bounds)}' + (f' ({why})' if why else ''))

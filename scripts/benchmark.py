@@ -212,4 +212,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config'])
-  cli.run_with_help(main)
+  cli.run(main)

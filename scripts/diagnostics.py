@@ -38,6 +38,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
+from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline, train  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 
@@ -123,7 +124,12 @@ def plot_rows(title: str, rows: np.ndarray, similarity: np.ndarray, stats: dict,
   image = axes[0, 1].imshow(similarity, cmap='viridis', vmin=-1, vmax=1, interpolation='nearest')
   figure.colorbar(image, ax=axes[0, 1])
   axes[0, 1].set(title='cosine similarity', xlabel='position', ylabel='position')
-  axes[0, 2].plot(stats['similarity_by_distance'])
+  by_distance = np.asarray(stats['similarity_by_distance'])
+  distances = np.arange(len(by_distance))
+  # Even and odd distances apart: where they differ (legendre: 0 at every odd distance) one line would zigzag.
+  axes[0, 2].plot(distances[0::2], by_distance[0::2], label='even distances')
+  axes[0, 2].plot(distances[1::2], by_distance[1::2], label='odd distances')
+  axes[0, 2].legend(fontsize='small')
   axes[0, 2].set(title='mean cosine similarity by distance', xlabel='distance', ylabel='similarity')
   axes[1, 0].plot(stats['row_norms'])
   axes[1, 0].set(title='row norm', xlabel='position', ylabel='L2 norm', ylim=(0, 1.05 * max(stats['row_norms'])))
@@ -177,22 +183,26 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
             for i in range(config.model.num_layers)]
   labels = (['[CLS]'] if config.model.pooling == 'cls' else []) + tokens
   heads = layers[0].shape[0]
-  figure, axes = plt.subplots(len(layers), heads, figsize=(3 * heads, 3 * len(layers)), squeeze=False)
+  figure, axes = plt.subplots(len(layers), heads, figsize=(3 * heads + 1, 3 * len(layers) + 0.6), squeeze=False,
+                              layout='constrained')
+  largest = max(float(weights.max()) for weights in layers)  # One colour scale for every map.
   for layer, weights in enumerate(layers):
     for head in range(heads):
       ax = axes[layer, head]
-      ax.imshow(weights[head], cmap='viridis', vmin=0, interpolation='nearest')
+      image = ax.imshow(weights[head], cmap='viridis', vmin=0, vmax=largest, interpolation='nearest')
       ax.set_title(f'layer {layer} head {head}', fontsize='small')
       if len(labels) <= 40:
         ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=5)
         ax.set_yticks(range(len(labels)), labels, fontsize=5)
+  figure.colorbar(image, ax=axes, shrink=0.8, label='attention weight')
   prediction = int(np.argmax(logits[0]))
-  figure.suptitle(f'{config.model.pos_encoding}, best step {step}: {expression} -> predicted {prediction} '
-                  '(rows: queries, columns: keys)')
-  figure.tight_layout()
+  label = generator.evaluate_tokens(tokens) % config.data.generator.label_modulus
+  figure.suptitle(f'{config.model.pos_encoding}, best step {step}: {expression}\ntrue label {label}, predicted '
+                  f'{prediction} (rows: queries, columns: keys)')
   figure.savefig(path, dpi=100)
   plt.close(figure)
-  return {'expression': expression, 'prediction': prediction, 'layers': len(layers), 'heads': heads}
+  return {'expression': expression, 'label': label, 'prediction': prediction, 'layers': len(layers),
+          'heads': heads}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -192,32 +192,65 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
   return '\n'.join(lines) + '\n'
 
 
-def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, ylabel: str, path: str) -> None:
-  figure, axes = plt.subplots(figsize=(8, 5))
+def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, ylabel: str, path: str,
+         title: str) -> None:
+  """Mean score per length bucket and variant, error bars one std over seeds.
+
+  A variant that cannot read the longer buckets is drawn dotted with hollow markers and
+  said to be in its legend entry, with a cross at the bottom of each bucket it cannot read.
+  """
+  figure, axes = plt.subplots(figsize=(10, 5))
   positions = np.arange(len(buckets))
+  blind = 0  # Variants drawn so far that cannot extrapolate: their crosses sit side by side.
   for variant, cells in summary.items():
-    means = [cells[b]['mean'] if b in cells and cells[b]['mean'] is not None else np.nan for b in buckets]
-    stds = [cells[b]['std'] or 0.0 if b in cells and cells[b]['mean'] is not None else np.nan for b in buckets]
-    axes.errorbar(positions, means, yerr=stds, marker='o', capsize=3, label=variant)
+    readable = [b in cells and cells[b]['mean'] is not None for b in buckets]
+    means = [cells[b]['mean'] if ok else np.nan for b, ok in zip(buckets, readable)]
+    stds = [(cells[b]['std'] or 0.0) if ok else np.nan for b, ok in zip(buckets, readable)]
+    unreadable = [p for p, b, ok in zip(positions, buckets, readable) if b in cells and not ok]
+    style = dict(linestyle=':', markerfacecolor='none') if unreadable else {}
+    label = variant + (f' ({CANNOT_EXTRAPOLATE}: x)' if unreadable else '')
+    line = axes.errorbar(positions, means, yerr=stds, marker='o', capsize=3, label=label, **style)
+    if unreadable:
+      axes.plot(np.asarray(unreadable) + 0.08 * blind, [0.02] * len(unreadable), 'x', color=line[0].get_color(),
+                markersize=9, markeredgewidth=2, transform=axes.get_xaxis_transform(), clip_on=False)
+      blind += 1
   if baseline:
     axes.plot(positions, [baseline[b] for b in buckets], 'k--', label='majority class')
   axes.set_xticks(positions, buckets)
-  axes.set(xlabel='length bucket (tokens)', ylabel=ylabel)
-  save_line_plot(figure, axes, path)
+  axes.set(xlabel='length bucket (tokens)', ylabel=ylabel, title=title)
+  seeds = max(len(cell['values']) for cells in summary.values() for cell in cells.values())
+  save_line_plot(figure, axes, path, legend_title='one run each' if seeds == 1 else
+                 f'mean over {seeds} seeds, bars: 1 std')
+
+
+def plot_title(task: str, sweep_dir: str) -> str:
+  what = 'ListOps test accuracy' if task == 'listops' else 'sacreBLEU of the test translations'
+  return f'{what} by input length, beyond the training lengths ({os.path.basename(os.path.normpath(sweep_dir))})'
 
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--task', required=True, choices=sorted(TASKS))
   parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
-  parser.add_argument('--bounds', required=True, help='Comma-separated increasing bucket edges, in tokens.')
+  parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (required to score).')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
+  parser.add_argument('--replot', action='store_true',
+                      help="Redraw the plot from REPORT_DIR's summary.json alone (no runs needed); --bounds unused.")
   args = parser.parse_args(argv)
+  output_dir = args.report_dir or os.path.join(args.sweep_dir, 'length_generalisation')
+  ylabel = 'test accuracy' if args.task == 'listops' else 'sacreBLEU'
+  if args.replot:
+    with open(os.path.join(output_dir, 'summary.json')) as f:
+      saved = json.load(f)
+    plot(saved['variants'], saved['buckets'], saved['majority_class'], ylabel,
+         os.path.join(output_dir, 'length_generalisation.png'), plot_title(args.task, args.sweep_dir))
+    return
+  if not args.bounds:
+    parser.error('--bounds is required (unless --replot)')
   bounds = [int(b) for b in args.bounds.split(',')]
   if len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1:
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
-  output_dir = args.report_dir or os.path.join(args.sweep_dir, 'length_generalisation')
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
     if args.task == 'listops':
@@ -244,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   table = markdown_table(summary, buckets, baseline or None, digits=3 if args.task == 'listops' else 2)
   with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
     f.write(table)
-  plot(summary, buckets, baseline or None, 'test accuracy' if args.task == 'listops' else 'sacreBLEU',
-       os.path.join(output_dir, 'length_generalisation.png'))
+  plot(summary, buckets, baseline or None, ylabel, os.path.join(output_dir, 'length_generalisation.png'),
+       plot_title(args.task, args.sweep_dir))
   print(table)
 
 

@@ -146,9 +146,9 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: str, title: str) -> None:
-  """Validation `metric` against step: per variant the mean over seeds, shaded from min to max."""
-  figure, axes = plt.subplots(figsize=(8, 5))
+def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, label: str, path: str, title: str) -> None:
+  """Validation `metric` (`label` on the axis) against step: per variant the mean over seeds, shaded min to max."""
+  figure, axes = plt.subplots(figsize=(10, 5))
   for variant, runs in histories.items():
     steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
     if not steps:
@@ -157,8 +157,8 @@ def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, path: 
     line, = axes.plot(steps, values.mean(0), label=f'{variant} (n={len(runs)})')
     if len(runs) > 1:
       axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
-  axes.set(xlabel='step', ylabel=f'validation {metric}', title=title)
-  save_line_plot(figure, axes, path)
+  axes.set(xlabel='training step', ylabel=label, title=title)
+  save_line_plot(figure, axes, path, legend_title='mean over n seeds;\nshaded: min to max')
 
 
 def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,
@@ -187,8 +187,9 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
                                             task.test_metric: 3 if task.test_metric == 'accuracy' else 2})
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
-  plot_convergence(histories, task.validation_metric, os.path.join(report_dir, 'convergence.png'),
-                   os.path.basename(os.path.normpath(output_dir)))
+  plot_convergence(histories, task.validation_metric, task.validation_label,
+                   os.path.join(report_dir, 'convergence.png'),
+                   f'{task.validation_label} during training ({os.path.basename(os.path.normpath(output_dir))})')
   print(table)
   return summaries
 

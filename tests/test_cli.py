@@ -1,9 +1,12 @@
 """What a user meets at the command line: one-line errors with exit status 2 and no workdir left, --help exiting 0."""
+import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
+from conftest import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, '-m', 'lra_posenc.listops.train']
@@ -20,6 +23,9 @@ def run(arguments: list[str], *, cwd=ROOT) -> subprocess.CompletedProcess:
     (['--config=configs/listops/lra.pyx'],
      "error: --config=configs/listops/lra.pyx: the config file could not be loaded ([Errno 2] No such file or "
      "directory: 'configs/listops/lra.pyx')"),
+    (['--config=configs/listops/lra.py:cpu', '--config.model.pos_encoding=rope',
+      '--config.model.pos_encoding_options.rope.base=-1'],
+     'error: model.pos_encoding_options.rope.base=-1.0 must be > 1 (wavelengths grow from 2 pi to 2 pi base)'),
     (['--config=configs/listops/lra.py:cpu', '--config.model.pos_encoding=sine'],
      "error: model.pos_encoding='sine' is not a known encoding; valid choices: ['none', 'sinusoidal', 'learned', "
      "'rope', 'alibi', 't5', 'chebyshev', 'legendre']"),
@@ -47,3 +53,43 @@ def test_help_exits_0_and_scripts_are_executable(command):
   process = run(command + ['--help'])
   assert process.returncode == 0, process.stderr[-2000:]
   assert 'usage' in process.stdout.lower() or '--' in process.stdout
+
+
+def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tmp_path):
+  from configs.listops import lra
+  (tmp_path / 'listops').mkdir()
+  (tmp_path / 'listops' / 'config.json').write_text(lra.get_config('cpu').to_json())
+  translate = [sys.executable, '-m', 'lra_posenc.translation.translate']
+  process = run(translate + [f'--workdir={tmp_path / "listops"}', 'A dog runs.'])
+  assert process.returncode == 2
+  assert process.stderr.splitlines()[-2] == (
+      f'error: {tmp_path / "listops"} is not a translation workdir: its config.json has no data.tokenizer (another '
+      'task trained it); give a workdir of lra_posenc.translation.train')
+  process = run(translate + [f'--workdir={tmp_path / "nothing"}', 'A dog runs.'])
+  assert process.returncode == 2
+  assert process.stderr.splitlines()[-2] == (
+      f'error: {tmp_path / "nothing"}/config.json: not a training workdir (no config.json)')
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_exits_75_and_a_finished_one_0(tmp_path):
+  workdir = tmp_path / 'run'
+  small = ['--config=configs/listops/lra.py:cpu', f'--workdir={workdir}', '--config.model.num_layers=1',
+           '--config.data.generator.num_train_samples=512', '--config.data.generator.num_valid_samples=32',
+           '--config.data.generator.num_test_samples=32', '--config.checkpoint.every_steps=10',
+           '--config.evaluation.every_steps=10']
+  env = os.environ | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'}
+  process = subprocess.Popen(TRAIN + small + ['--config.training.num_train_steps=100000'], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for(workdir / 'checkpoints' / '10', process)
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=120)
+  finally:
+    if process.poll() is None:
+      process.kill()
+  assert process.returncode == 75
+  stopped = json.loads(stdout)
+  assert stopped['status'] == 'stopped' and stopped['step'] >= 10
+  finished = run(TRAIN + small + [f'--config.training.num_train_steps={stopped["step"] + 2}'])
+  assert finished.returncode == 0 and json.loads(finished.stdout)['status'] == 'finished'

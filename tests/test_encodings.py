@@ -220,3 +220,21 @@ def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
   monkeypatch.setattr(attention, 'broadcast_over_batch', lambda b, n: jnp.broadcast_to(b, (n,) + b.shape[1:]))
   plain = jax.grad(loss)(params)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), ours, plain)
+
+
+@pytest.mark.parametrize('name, option, value, message', [
+    ('rope', 'base', -1.0, r'rope.base=-1.0 must be > 1 \(wavelengths grow from 2 pi to 2 pi base\)'),
+    ('sinusoidal', 'base', 1.0, r'sinusoidal.base=1.0 must be > 1'),
+    ('learned', 'init_std', -0.1, r'learned.init_std=-0.1 must be >= 0'),
+    ('t5', 'num_buckets', 7, r't5.num_buckets=7 must be even and >= 4'),
+    ('t5', 'max_distance', 16, r't5.max_distance=16 must be > 16'),
+    ('chebyshev', 'max_len', 1, r"chebyshev.max_len=1 must be >= 2 \(or 0: the model's max_len\)"),
+    ('chebyshev', 'position_offset', -1, r'chebyshev.position_offset=-1 must be >= 0'),
+    ('legendre', 'position_offset', -2, r'legendre.position_offset=-2 must be >= 0 \(a polynomial order\)'),
+    ('legendre', 'scale', 0.0, r'legendre.scale=0.0 must be > 0'),
+])
+def test_option_values_out_of_range_fail_at_config_time_naming_the_key(name, option, value, message):
+  options = encodings.options_config()
+  options[name][option] = value
+  with pytest.raises(ValueError, match='^model.pos_encoding_options.' + message):
+    encodings.resolve_options(name, options)

@@ -190,12 +190,25 @@ def test_metric_history_keeps_the_last_record_per_step_and_survives_a_cut_line(t
   writer.close()
   with open(tmp_path / 'metrics.jsonl', 'a') as f:
     f.write('{"step": 20, "prefix": "valid')  # A run killed mid-write.
-  writer = MetricWriter(str(tmp_path))  # The resumed run.
+  writer = MetricWriter(str(tmp_path), resume_step=10)  # The run resumed from its checkpoint at step 10.
   writer.write(10, {'accuracy': 0.3}, prefix='validation')
   writer.write(20, {'accuracy': 0.4}, prefix='validation')
   writer.close()
   assert read_history(str(tmp_path), 'validation') == [
       {'step': 10, 'prefix': 'validation', 'accuracy': 0.3}, {'step': 20, 'prefix': 'validation', 'accuracy': 0.4}]
+  with open(tmp_path / 'metrics.jsonl') as f:
+    assert len(f.read().splitlines()) == 4  # The cut record is gone; every line parses.
+
+
+def test_a_resumed_history_drops_the_steps_it_replays_and_the_final_records(tmp_path):
+  writer = MetricWriter(str(tmp_path))
+  for step in (5, 10, 15, 20):
+    writer.write(step, {'loss': 1.0 / step}, prefix='train')
+  writer.write(20, {'test_accuracy': 0.5}, prefix='final')
+  writer.close()
+  MetricWriter(str(tmp_path), resume_step=10).close()
+  assert [(r['step'], r['prefix']) for r in map(json.loads, open(tmp_path / 'metrics.jsonl'))] == [
+      (5, 'train'), (10, 'train')]
 
 
 def test_sowed_attention_weights_are_the_ones_attention_uses():
@@ -247,8 +260,8 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
     summary = json.load(f)
   assert summary['learned']['shape'] == [25, 16]  # data.max_length 24 + [CLS], emb_dim 16.
   attention = summary['attention']
-  assert attention == {'expression': '[MAX 2 [MIN 4 7 ] 0 ]', 'prediction': attention['prediction'], 'layers': 1,
-                       'heads': 4}
+  assert attention == {'expression': '[MAX 2 [MIN 4 7 ] 0 ]', 'label': 4, 'prediction': attention['prediction'],
+                       'layers': 1, 'heads': 4}  # MAX(2, MIN(4, 7), 0) = 4.
   assert 0 <= attention['prediction'] < 10
   assert os.path.getsize(tmp_path / 'attention_learned.png') > 0
   with pytest.raises(ValueError, match="'\\[MUL'"):

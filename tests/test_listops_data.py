@@ -65,6 +65,7 @@ def test_labels_lengths_and_disjoint_splits(tmp_path):
     seen |= expressions
     for expression, label in rows:
       assert evaluate_expression(expression) == label, expression
+      assert listops.evaluate_tokens(input_pipeline.tokenize(expression)) == label, expression
       assert options.longer_than < len(input_pipeline.tokenize(expression)) < options.shorter_than
 
 

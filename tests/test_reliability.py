@@ -198,10 +198,20 @@ BAD_ROWS = {
 def test_bad_rows_name_file_and_line(tmp_path, row, reason):
   path = tmp_path / 'basic_train.tsv'
   path.write_text(f'Source\tTarget\n[MAX 1 ]\t1\n{row}\n')
-  with pytest.raises(DataError, match=f'{path}:3: {reason}'):
+  with pytest.raises(DataError, match=f'{path}:3: {reason}.*; to skip such rows, run with '
+                                      r'--config.data.on_invalid=skip$'):
     input_pipeline.read_split(str(path), max_length=8, num_classes=10)
   dataset, report = input_pipeline.read_split(str(path), max_length=8, num_classes=10, on_invalid='skip')
   assert dataset.size == 1 and report.skipped == {reason: 1}
+  assert report.describe() == f"{path}: 1 examples; skipped {{'{reason}': 1}} at line(s) 3"
+
+
+def test_skipping_reports_the_first_skipped_lines(tmp_path):
+  path = tmp_path / 'basic_train.tsv'
+  rows = ['[MAX 1 ]\t1' if i % 3 == 0 else '[MAXX 1 ]\t1' for i in range(20)]  # Bad at lines 3, 4, 6, 7, 9, ...
+  path.write_text('Source\tTarget\n' + '\n'.join(rows) + '\n')
+  _, report = input_pipeline.read_split(str(path), max_length=8, num_classes=10, on_invalid='skip')
+  assert report.describe() == f"{path}: 7 examples; skipped {{'unknown token': 13}} at line(s) 3, 4, 6, 7, 9, ..."
 
 
 @pytest.mark.parametrize('content,message', [

@@ -2,6 +2,7 @@
 import datetime
 import json
 import os
+import shutil
 import subprocess
 
 import chex
@@ -177,3 +178,42 @@ def test_bfloat16_training_tracks_float32(tiny_data_dir, tmp_path):
   # bfloat16 rounds to 3 significant digits; over 40 steps the curves stay within a few percent.
   np.testing.assert_allclose(losses['bfloat16'], losses['float32'], rtol=0.03)
   assert losses['float32'][-2] < losses['float32'][0]
+
+
+@pytest.mark.parametrize('key, value, message', [
+    ('b1', 1.0, r"optimizer.b1=1.0 must be >= 0 and < 1 \(Adam's moment decay\)"),
+    ('b2', -0.5, r'optimizer.b2=-0.5 must be >= 0 and < 1'),
+    ('warmup_steps', -1, r'optimizer.warmup_steps=-1 must be >= 0'),
+    ('learning_rate', 0.0, r'optimizer.learning_rate must be positive, got 0.0'),
+])
+def test_optimizer_values_out_of_range_fail_before_training(tiny_data_dir, key, value, message):
+  config = tiny_config(tiny_data_dir)
+  config.optimizer[key] = value
+  with pytest.raises(ValueError, match=message):
+    train.create_task(config, '/nonexistent/never/written')
+
+
+@pytest.mark.slow
+def test_a_resumed_run_reads_as_uninterrupted_and_a_finished_one_keeps_its_record(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=20)  # Logs every 5 steps; evaluates, checkpoints every 10.
+  run_listops(config, tmp_path / 'straight')
+  assert run_listops(config, tmp_path / 'resumed', should_stop=lambda step: step == 17)['status'] == 'stopped'
+  shutil.rmtree(tmp_path / 'resumed' / 'checkpoints' / '17')  # As if killed at 17: step 15 logged, 10 saved.
+  resumed = run_listops(config, tmp_path / 'resumed')
+  assert resumed['steps_this_run'] == 10
+
+  timing = ('steps_per_second', 'examples_per_second', 'eta_minutes')
+
+  def history(workdir):
+    with open(workdir / 'metrics.jsonl') as f:
+      return [{k: v for k, v in json.loads(line).items() if k not in timing} for line in f]
+
+  assert history(tmp_path / 'resumed') == history(tmp_path / 'straight')  # No replayed or repeated records.
+  assert [(run['first_step'], run['last_step']) for run in resumed['runs']] == [(0, 10), (10, 20)]
+  assert resumed['train_seconds_total'] == pytest.approx(sum(run['train_seconds'] for run in resumed['runs']))
+  assert resumed['train_seconds_this_run'] == resumed['runs'][-1]['train_seconds'] > 0
+
+  files = {name: (tmp_path / 'resumed' / name).read_text() for name in ('results.json', 'metrics.jsonl')}
+  again = run_listops(config, tmp_path / 'resumed')  # Already finished: the record stays as it was.
+  assert again == json.loads(files['results.json'])
+  assert {name: (tmp_path / 'resumed' / name).read_text() for name in files} == files

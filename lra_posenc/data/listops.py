@@ -18,8 +18,10 @@ import dataclasses
 import os
 import random
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from lra_posenc import progress
 
 OPERATORS = ('[MIN', '[MAX', '[MED', '[SM')
 END = ']'
@@ -73,6 +75,26 @@ def apply_operator(operator: str, args: Sequence[int]) -> int:
   raise ValueError(f'unknown ListOps operator {operator!r}')
 
 
+def evaluate_tokens(tokens: Sequence[str]) -> int:
+  """The value of an expression's tokens (operators, digits and ']'; brackets '(' ')' dropped), by a stack."""
+  stack: list[str | int] = []
+  for token in tokens:
+    if token in OPERATORS:
+      stack.append(token)
+    elif token == END:
+      args = []
+      while stack and not isinstance(stack[-1], str):
+        args.append(stack.pop())
+      if not stack or not args:
+        raise ValueError(f'unbalanced ListOps expression: {" ".join(tokens)}')
+      stack.append(apply_operator(stack.pop(), args[::-1]))
+    else:
+      stack.append(int(token))
+  if len(stack) != 1 or isinstance(stack[0], str):
+    raise ValueError(f'not one ListOps expression: {" ".join(tokens)}')
+  return stack[0]
+
+
 def _generate_tree(rng: random.Random, depth: int, options: GeneratorOptions) -> tuple[Tree, int, int]:
   """Returns (tree, token length, value)."""
   if depth >= options.max_depth or rng.random() > 1 - VALUE_PROBABILITY:
@@ -95,15 +117,17 @@ def to_string(tree: Tree) -> str:
 
 
 def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
-             exclude: frozenset = frozenset()) -> dict[str, int]:
-  """`num_samples` distinct expressions (not in `exclude`) mapped to their labels."""
+             exclude: frozenset = frozenset(), on_sample: Callable[[], None] | None = None) -> dict[str, int]:
+  """`num_samples` distinct expressions (not in `exclude`) mapped to their labels; `on_sample()` after each."""
   samples: dict[str, int] = {}
   while len(samples) < num_samples:
     tree, length, value = _generate_tree(rng, 1, options)
     if options.longer_than < length < options.shorter_than:
       expression = to_string(tree)
-      if expression not in exclude:
+      if expression not in exclude and expression not in samples:
         samples[expression] = value % options.label_modulus
+        if on_sample:
+          on_sample()
   return samples
 
 
@@ -114,7 +138,8 @@ def write_splits(output_dir: str, seed: int, sizes: dict[str, int], options: Gen
   seen: set[str] = set()
   paths = {}
   for split in SPLITS:
-    samples = generate(sizes[split], options, rng, exclude=frozenset(seen))
+    with progress.Progress(f'generating ListOps {split}', sizes[split], unit='expressions') as report:
+      samples = generate(sizes[split], options, rng, exclude=frozenset(seen), on_sample=report.update)
     seen.update(samples)
     paths[split] = os.path.join(output_dir, f'basic_{split}.tsv')
     write_tsv(paths[split], samples)

@@ -62,8 +62,8 @@ def resolve_options(name: str, all_options: Mapping[str, Mapping]) -> object:
         raise ValueError(f'{OPTIONS_KEY}.{section}.{key} is not an option; valid options: {valid_keys}')
     try:
       options = options_cls(**dict(values))
-    except ValueError as error:
-      raise ValueError(f'{OPTIONS_KEY}.{section}: {error}') from None
+    except ValueError as error:  # Options name the field first: 'base=-1.0 must be > 1 ...'.
+      raise ValueError(f'{OPTIONS_KEY}.{section}.{error}') from None
     if section == name:
       selected = options
     elif options != options_cls():

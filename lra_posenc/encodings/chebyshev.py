@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 
 from lra_posenc.encodings import base, host
+from lra_posenc.validation import check_range
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,12 @@ class ChebyshevOptions:
   max_len: int = 0
   position_offset: int = 0
   scale: float = 1.0
+
+  def __post_init__(self):
+    if self.max_len != 0:
+      check_range('max_len', self.max_len, at_least=2, why="or 0: the model's max_len")
+    check_range('position_offset', self.position_offset, at_least=0)
+    check_range('scale', self.scale, above=0)
 
 
 @functools.partial(jax.jit, static_argnames='dim')

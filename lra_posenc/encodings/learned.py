@@ -5,11 +5,15 @@ from typing import ClassVar
 import flax.linen as nn
 
 from lra_posenc.encodings import base
+from lra_posenc.validation import check_range
 
 
 @dataclasses.dataclass(frozen=True)
 class LearnedOptions:
   init_std: float = 0.02
+
+  def __post_init__(self):
+    check_range('init_std', self.init_std, at_least=0)
 
 
 class LearnedEncoding(base.PositionalEncoding):

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from lra_posenc.encodings import base, host
-from lra_posenc.validation import check_choice
+from lra_posenc.validation import check_choice, check_range
 
 GRIDS = ('closed', 'open')
 
@@ -29,6 +29,8 @@ class LegendreOptions:
 
   def __post_init__(self):
     check_choice('grid', self.grid, GRIDS)
+    check_range('position_offset', self.position_offset, at_least=0, why='a polynomial order')
+    check_range('scale', self.scale, above=0)
 
 
 def legendre_grid(dim: int, grid: str = 'closed') -> np.ndarray:

@@ -5,11 +5,15 @@ from typing import ClassVar
 import jax.numpy as jnp
 
 from lra_posenc.encodings import base
+from lra_posenc.validation import check_range
 
 
 @dataclasses.dataclass(frozen=True)
 class RopeOptions:
   base: float = 10000.0
+
+  def __post_init__(self):
+    check_range('base', self.base, above=1, why='wavelengths grow from 2 pi to 2 pi base')
 
 
 class RopeEncoding(base.PositionalEncoding):

@@ -6,11 +6,15 @@ from typing import ClassVar
 import numpy as np
 
 from lra_posenc.encodings import base
+from lra_posenc.validation import check_range
 
 
 @dataclasses.dataclass(frozen=True)
 class SinusoidalOptions:
   base: float = 10000.0
+
+  def __post_init__(self):
+    check_range('base', self.base, above=1, why='wavelengths grow from 2 pi to 2 pi base')
 
 
 @functools.lru_cache(maxsize=32)

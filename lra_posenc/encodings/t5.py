@@ -11,12 +11,20 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from lra_posenc.encodings import base
+from lra_posenc.validation import check_range
 
 
 @dataclasses.dataclass(frozen=True)
 class T5Options:
   num_buckets: int = 32
   max_distance: int = 128
+
+  def __post_init__(self):
+    if self.num_buckets < 4 or self.num_buckets % 2:
+      raise ValueError(f'num_buckets={self.num_buckets!r} must be even and >= 4 (half per direction, half of '
+                       'those exact)')
+    check_range('max_distance', self.max_distance, above=self.num_buckets // 2,
+                why='log-spaced buckets start where the exact ones end')
 
 
 def relative_position_bucket(relative_position: base.Array, *, bidirectional: bool, num_buckets: int,

@@ -19,15 +19,25 @@ VOCAB: tuple[str, ...] = (PAD,) + tuple(sorted([str(d) for d in range(10)] + ['[
 TOKEN_IDS = {token: i for i, token in enumerate(VOCAB)}
 DROPPED_TOKENS = frozenset({'(', ')'})
 HEADER = ('Source', 'Target')
+SKIPPED_LINES_SHOWN = 5  # Line numbers of the first skipped rows, logged with the counts.
 SPLIT_FILES = {'train': 'basic_train.tsv', 'validation': 'basic_val.tsv', 'test': 'basic_test.tsv'}
 INVALID_ROW_POLICIES = ('raise', 'skip')
 
 
 @dataclasses.dataclass
 class ReadReport:
+  """What reading a file kept and skipped: counts by reason, and the first skipped lines' numbers."""
   path: str
   examples: int = 0
   skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+  first_skipped_lines: list[int] = dataclasses.field(default_factory=list)
+
+  def describe(self) -> str:
+    if not self.skipped:
+      return f'{self.path}: {self.examples} examples'
+    lines = ', '.join(map(str, self.first_skipped_lines))
+    more = ', ...' if sum(self.skipped.values()) > len(self.first_skipped_lines) else ''
+    return f'{self.path}: {self.examples} examples; skipped {self.skipped} at line(s) {lines}{more}'
 
 
 def tokenize(expression: str) -> list[str]:
@@ -61,9 +71,12 @@ def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str 
         ids, label = _parse_row(line, max_length, num_classes)
       except ValueError as error:
         if on_invalid == 'raise':
-          raise DataError(path, line_number, str(error)) from None
+          raise DataError(path, line_number, f'{error}; to skip such rows, run with '
+                          '--config.data.on_invalid=skip') from None
         reason = str(error).split(':')[0]
         report.skipped[reason] = report.skipped.get(reason, 0) + 1
+        if len(report.first_skipped_lines) < SKIPPED_LINES_SHOWN:
+          report.first_skipped_lines.append(line_number)
         continue
       inputs.append(ids)
       targets.append(label)

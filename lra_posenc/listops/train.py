@@ -127,7 +127,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       prepare_data(config, workdir), max_length=config.data.max_length, num_classes=config.data.num_classes,
       on_invalid=config.data.on_invalid)
   for report in reports:
-    logging.info('%s: %d examples; skipped %s', report.path, report.examples, report.skipped or 'none')
+    logging.info(report.describe())
   test_labels = datasets['test'].arrays['targets']
   example = jnp.zeros((1, config.data.max_length), jnp.int32)
   return trainer.Task(

@@ -6,7 +6,7 @@ Each host keeps its own contiguous slice of every global batch.
 """
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -28,6 +28,19 @@ class HostShard:
       raise ValueError(f'batch size {global_batch_size} is not divisible by the {self.count} hosts')
     size = global_batch_size // self.count
     return slice(self.index * size, (self.index + 1) * size)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedBatches:
+  """Batches whose number is known before they are made (for progress and ETA); iterable again and again."""
+  make: Callable[[], Iterator[Batch]]
+  count: int
+
+  def __iter__(self) -> Iterator[Batch]:
+    return self.make()
+
+  def __len__(self) -> int:
+    return self.count
 
 
 class ArrayDataset:
@@ -98,15 +111,19 @@ class ArrayDataset:
       yield batch | {'weight': np.ones(len(rows), np.float32)}
       index += 1
 
-  def eval_batches(self, batch_size: int, *, shard: HostShard | None = None) -> Iterator[Batch]:
+  def eval_batches(self, batch_size: int, *, shard: HostShard | None = None) -> CountedBatches:
     """Every example once, in order; the last batch is padded with zero-weight rows."""
     host_slice = (shard or HostShard.current()).slice(batch_size)
-    for begin in range(0, self.size, batch_size):
-      rows = np.arange(begin, begin + batch_size)[host_slice]
-      real = rows < self.size
-      rows = np.where(real, rows, 0)
-      batch = {k: a[rows] * _broadcast(real, a) for k, a in self.arrays.items()}
-      yield batch | {'weight': real.astype(np.float32)}
+
+    def make() -> Iterator[Batch]:
+      for begin in range(0, self.size, batch_size):
+        rows = np.arange(begin, begin + batch_size)[host_slice]
+        real = rows < self.size
+        rows = np.where(real, rows, 0)
+        batch = {k: a[rows] * _broadcast(real, a) for k, a in self.arrays.items()}
+        yield batch | {'weight': real.astype(np.float32)}
+
+    return CountedBatches(make, -(-self.size // batch_size))
 
 
 def _broadcast(mask: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -18,6 +18,9 @@ from lra_posenc.training import distributed, trainer
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
 TaskFactory = Callable[[ml_collections.ConfigDict, str], trainer.Task]
+# Exit status of a run stopped by SIGTERM or Ctrl-C after saving: "resume me" (sysexits' EX_TEMPFAIL,
+# a temporary failure to retry), apart from 0 (finished) and 2 (a user error).
+STOPPED_EXIT_STATUS = 75
 
 
 def define_distributed_flags() -> None:
@@ -39,46 +42,61 @@ def initialize_distributed_from_flags() -> None:
 
 
 def run_training(create_task: TaskFactory, config_example: str) -> None:
-  """Parses the command line, trains (or resumes) and prints the results without the config."""
+  """Parses the command line, trains (or resumes) and prints the results without the config.
+
+  Exits 0 when training finished, STOPPED_EXIT_STATUS when a signal stopped it (re-run to
+  resume), 2 on a user error.
+  """
   config_flags.DEFINE_config_file('config', None, f'Config file, e.g. {config_example}.', lock_config=True)
   flags.DEFINE_string('workdir', None, 'Checkpoints, logs, task artifacts and results.json go here.')
   define_distributed_flags()
   flags.mark_flags_as_required(['config', 'workdir'])
 
-  flags.DEFINE_bool('traceback', False, 'Show the whole traceback of a configuration, data or workdir error, '
-                    'not only its one-line message.')
-  started = False
-
   def main(argv):
-    nonlocal started
     del argv
     config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
-    config.keys()  # A config file that failed to load raises on first use: here, as a parsing error.
-    started = True
     quiet_checkpoint_logs()
     initialize_distributed_from_flags()
     logging.info('devices: %s', jax.devices())
     results = trainer.train_and_evaluate(config, workdir, create_task(config, workdir))
     if distributed.is_primary():
       print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
+    if results['status'] == 'stopped':
+      sys.exit(STOPPED_EXIT_STATUS)
 
+  run(main)
+
+
+def run(main: Callable[[list[str]], None]) -> None:
+  """`app.run(main)` for a user's command: --help exits 0 (absl exits 1), and a user error prints one line.
+
+  User errors (a config key or file, data, the workdir: ValueError, DataError, OSError)
+  print `error: MESSAGE` and exit 2; --traceback shows the whole traceback instead. A
+  config override or file that does not parse fails in flag parsing (AttributeError,
+  KeyError, OSError; a config file's on first use, so it is touched before `main`); once
+  `main` runs, AttributeError and KeyError are bugs and keep their traceback.
+  """
+  flags.DEFINE_bool('traceback', False, 'Show the whole traceback of a configuration, data or workdir error, '
+                    'not only its one-line message.')
+  started = False
+
+  def started_main(argv):
+    nonlocal started
+    if 'config' in flags.FLAGS:
+      flags.FLAGS.config.keys()  # A config file that failed to load raises on first use.
+    started = True
+    main(argv)
+
+  if any(arg in ('--help', '-h', '--helpshort') for arg in sys.argv[1:]):
+    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
   try:
-    run_with_help(main)
+    app.run(started_main)
   except (ValueError, DataError, OSError, AttributeError, KeyError) as error:
-    # A config override or file that does not parse fails in flag parsing (AttributeError, KeyError,
-    # OSError); once training started, those two are bugs and keep their traceback.
     if '--traceback' in sys.argv or (started and isinstance(error, (AttributeError, KeyError))):
       raise
     print(f'error: {user_error_message(error, sys.argv, parsing=not started)}', file=sys.stderr)
     print('(add --traceback for the whole traceback)', file=sys.stderr)
     sys.exit(2)
-
-
-def run_with_help(main: Callable[[list[str]], None]) -> None:
-  """`app.run(main)`, except that --help (or -h) prints the help and exits 0, where absl exits 1."""
-  if any(arg in ('--help', '-h', '--helpshort') for arg in sys.argv[1:]):
-    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
-  app.run(main)
 
 
 def user_error_message(error: BaseException, argv: Sequence[str], *, parsing: bool) -> str:

@@ -1,8 +1,11 @@
 """Scalars to the log, to TensorBoard event files (tensorboardX, no TensorFlow) and to metrics.jsonl.
 
 metrics.jsonl holds one JSON object per write ({"step", "prefix", scalars...}) so that
-sweeps and plots read training curves without a TensorBoard reader. A resumed run
-appends; `read_history` keeps the last record per (prefix, step).
+sweeps and plots read training curves without a TensorBoard reader. A run resumed from a
+checkpoint at step S drops the records after S (the resumed run writes them again, with
+the same values: resume is exact) and the 'final' records, so a resumed run's history
+reads as an uninterrupted one's; TensorBoard is told likewise to purge steps after S.
+`read_history` keeps the last record per (prefix, step).
 """
 import json
 import logging as std_logging
@@ -19,15 +22,14 @@ HISTORY_FILE = 'metrics.jsonl'
 class MetricWriter:
   """Writes from the first host only; the others hold the same reduced values."""
 
-  def __init__(self, workdir: str):
+  def __init__(self, workdir: str, resume_step: int = 0):
     self._events = self._history = None
     if distributed.is_primary():
-      self._events = SummaryWriter(os.path.join(workdir, 'tensorboard'))
+      self._events = SummaryWriter(os.path.join(workdir, 'tensorboard'), purge_step=resume_step + 1)
       path = os.path.join(workdir, HISTORY_FILE)
-      cut_short = os.path.exists(path) and os.path.getsize(path) and not _ends_with_newline(path)
+      if os.path.exists(path):
+        _keep_history_up_to(path, resume_step)
       self._history = open(path, 'a', encoding='utf-8')
-      if cut_short:  # A killed run's last record was cut short: start a new line after it.
-        self._history.write('\n')
 
   def write(self, step: int, scalars: dict[str, float], *, prefix: str) -> None:
     if self._events is None:
@@ -67,10 +69,22 @@ def read_history(workdir: str, prefix: str) -> list[dict]:
   return [records[step] for step in sorted(records)]
 
 
-def _ends_with_newline(path: str) -> bool:
-  with open(path, 'rb') as f:
-    f.seek(-1, os.SEEK_END)
-    return f.read(1) == b'\n'
+def _keep_history_up_to(path: str, step: int) -> None:
+  """Rewrites `path` (atomically) without the records after `step`, the 'final' ones and any cut short."""
+  with open(path, encoding='utf-8') as f:
+    lines = f.read().splitlines()
+  kept = []
+  for line in lines:
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:  # Blank, or cut short by a killed run.
+      continue
+    if record['step'] <= step and record['prefix'] != 'final':
+      kept.append(line + '\n')
+  temporary = path + '.tmp'
+  with open(temporary, 'w', encoding='utf-8') as f:
+    f.writelines(kept)
+  os.replace(temporary, path)
 
 
 def _format(value: float) -> str:

@@ -5,6 +5,7 @@ import ml_collections
 import optax
 
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
+from lra_posenc.validation import check_range
 
 KEYS = ('learning_rate', 'schedule', 'warmup_steps', 'b1', 'b2', 'eps', 'weight_decay', 'grad_clip_norm')
 SCHEDULES = ('rsqrt', 'cosine', 'constant')
@@ -15,8 +16,9 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   check_positive(config, 'optimizer', 'learning_rate', 'eps')
   check_section_choice(config, 'optimizer', 'schedule', SCHEDULES)
   for key in ('warmup_steps', 'weight_decay', 'grad_clip_norm'):
-    if config[key] < 0:
-      raise ValueError(f'optimizer.{key} must be >= 0, got {config[key]!r}')
+    check_range(f'optimizer.{key}', config[key], at_least=0)
+  for key in ('b1', 'b2'):
+    check_range(f'optimizer.{key}', config[key], at_least=0, below=1, why="Adam's moment decay")
 
 
 def learning_rate_schedule(config: ml_collections.ConfigDict, num_train_steps: int) -> optax.Schedule:

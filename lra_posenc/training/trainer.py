@@ -4,6 +4,7 @@ A task supplies a model's loss and metrics, its batches and its artifacts (`Task
 everything else (devices, PRNG, optimizer, checkpointing, logging, results) is here.
 """
 import collections
+import contextlib
 import dataclasses
 import functools
 import json
@@ -23,6 +24,7 @@ import optax
 from absl import logging
 from flax.training import train_state
 
+from lra_posenc import progress
 from lra_posenc.training import distributed, optim
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
@@ -162,8 +164,14 @@ def summarize(metric_sums: list[Metrics]) -> dict[str, float]:
   return {k: v / count for k, v in totals.items()}
 
 
-def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch]) -> dict[str, float]:
-  return summarize([flax.jax_utils.unreplicate(p_eval_step(params, shard(b))) for b in batches])
+def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch], what: str = 'evaluating'
+             ) -> dict[str, float]:
+  """Metric averages over `batches`, with progress (and an ETA where their number is known) under `what`.
+
+  Each batch's sums are fetched before the next is counted, so progress is work done, not dispatched.
+  """
+  return summarize([jax.device_get(flax.jax_utils.unreplicate(p_eval_step(params, shard(b))))
+                    for b in progress.track(batches, what, unit='batches')])
 
 
 def prepare_workdir(workdir: str) -> None:
@@ -199,7 +207,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   Stops early, after saving a checkpoint, on SIGTERM or SIGINT to any process, or when
   `should_stop(step)` (a function of the step alone, so every host agrees) says so;
   re-running the same call resumes. Returns `status` ('finished' or 'stopped') and
-  `step`, and when finished the results also written to results.json.
+  `step`, and when finished the results also written to results.json, with every run's
+  span and training time (`runs`). Re-running a finished workdir returns its results.json
+  as it is, and writes nothing.
   """
   # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: prepare_workdir(workdir), f'writing to workdir {workdir!r}')
@@ -218,18 +228,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': model, 'artifacts': task.artifacts}
   p_train_step, p_eval_step = pmapped_steps(task)
 
-  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep) as checkpoints,
-        MetricWriter(workdir) as writer, StopSignals() as signals):
+  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep) as checkpoints, StopSignals() as signals,
+        contextlib.ExitStack() as stack):
     # Restore.
     restored = checkpoints.restore_newest_readable(state, check=functools.partial(_check_compatible, record))
     if restored:
       state, record = restored
       logging.info('resumed from step %d', int(state.step))
+    step = first_step = int(state.step)
+    results_path = os.path.join(workdir, 'results.json')
+    if step >= num_steps and distributed.gather_flags(os.path.exists(results_path))[0]:  # Process 0's view.
+      logging.info('%s already finished training at step %d; its results.json is kept (more steps: raise '
+                   'training.num_train_steps; a new run: a new --workdir)', workdir, step)
+      return _read_json(results_path) if os.path.exists(results_path) else {'status': 'finished', 'step': step}
     distributed.on_primary(functools.partial(_write_run_files, workdir, config, task.artifacts),
                            'writing config.json and artifacts.json')
+    writer = stack.enter_context(MetricWriter(workdir, resume_step=step))
 
     # Train.
-    step = first_step = int(state.step)
     replicated = flax.jax_utils.replicate(state)
     rng = flax.jax_utils.replicate(jnp.asarray(record['rng'], jnp.uint32))
     batches = flax.jax_utils.prefetch_to_device(map(shard, task.train_batches(step)), size=2)
@@ -237,9 +253,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     window = _Window(step)
     learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
     requests = {requested: stop_requests(requested) for requested in (False, True)}
+    earlier_runs = record.get('runs', [])  # Checkpoints written before runs were recorded have none.
+    logging.info('compiling the train step (the first step waits for it)')
     run_start = time.perf_counter()
+
+    def with_this_run(record: dict, step: int) -> dict:
+      """`record` with this run's span and training time so far, as every checkpoint saves it."""
+      this_run = {'first_step': first_step, 'last_step': step, 'train_seconds': time.perf_counter() - run_start}
+      return record | {'runs': earlier_runs + [this_run]}
+
     while step < num_steps:
       replicated, metrics, info = p_train_step(replicated, next(batches), rng, requests[signals.requested()])
+      if step == first_step:  # Dispatch returns once the step is compiled.
+        logging.info('compiled the train step in %.1f s', time.perf_counter() - run_start)
       step += 1
       window.add(metrics, info)
       stop = flags.add(info) or bool(should_stop and should_stop(step))
@@ -249,26 +275,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
         writer.write(step, window.scores(step, num_steps, learning_rate, config.training.batch_size), prefix='train')
       if itstime(step, config.evaluation.every_steps, num_steps):
         flags.raise_if_non_finite(step, checkpoints)
-        scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'))
+        scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'),
+                          f'step {step}: evaluating on validation')
         writer.write(step, scores, prefix='validation')
         if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
           record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores}}
-          checkpoints.save_best(step, _host_state(replicated), record)
+          checkpoints.save_best(step, _host_state(replicated), with_this_run(record, step))
       if itstime(step, config.checkpoint.every_steps, num_steps) or (stop and not last):
         flags.raise_if_non_finite(step, checkpoints)
-        checkpoints.save_latest(step, _host_state(replicated), record)
+        checkpoints.save_latest(step, _host_state(replicated), with_this_run(record, step))
       if stop and not last:
         logging.warning('stopped at step %d; re-run the same command to resume', step)
         return {'status': 'stopped', 'step': step}
-    train_seconds = time.perf_counter() - run_start
+    runs = with_this_run(record, step)['runs']
 
     # Score the best checkpoint.
     results = _test_best(checkpoints, state, p_eval_step, task)
     results |= {'status': 'finished', 'step': step, 'config': config.to_dict(), 'baselines': task.baselines,
-                'train_seconds_this_run': train_seconds, 'steps_this_run': step - first_step,
+                'train_seconds_this_run': runs[-1]['train_seconds'], 'steps_this_run': step - first_step,
+                'train_seconds_total': sum(run['train_seconds'] for run in runs), 'runs': runs,
                 'attention': attention_paths, 'provenance': provenance()}
     if distributed.is_primary():
-      _write_json(os.path.join(workdir, 'results.json'), results)
+      _write_json(results_path, results)
     writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
                  prefix='final')
   return results
@@ -355,7 +383,8 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
   replicated_params = flax.jax_utils.replicate(state.params)
   test_sets = {}
   for split in task.test_splits:
-    test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split))
+    test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split),
+                                f'best step {best_step}: testing on {split}')
     if task.score_test:
       test_sets[split] |= task.score_test(replicated_params, split)
   return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test_sets[task.test_splits[0]],
@@ -366,6 +395,11 @@ def _write_run_files(workdir: str, config: ml_collections.ConfigDict, artifacts:
   """What a workdir says about its run before training: the config and the task's artifacts."""
   _write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
   _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
+
+
+def _read_json(path: str) -> dict:
+  with open(path) as f:
+    return json.load(f)
 
 
 def _write_json(path: str, payload: dict) -> None:

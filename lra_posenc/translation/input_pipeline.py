@@ -10,10 +10,12 @@ import dataclasses
 import hashlib
 import io
 import os
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
+from absl import logging
 
 from lra_posenc.data.files import DataError, decode_line, read_lines
 from lra_posenc.training.batches import ArrayDataset
@@ -125,8 +127,12 @@ def write_missing_tokenizers(directory: str, train: ParallelText, *, joint: bool
   for name in tokenizer_names(joint):
     path = os.path.join(directory, f'{name}.model')
     if not os.path.exists(path):
+      logging.info('training the %s SentencePiece tokenizer (%d pieces) on %d sentences: one call, no progress '
+                   'reports', name, vocab_size, len(corpora[name]))
+      start = time.perf_counter()
       proto = train_tokenizer(corpora[name], vocab_size=vocab_size, model_type=model_type,
                               character_coverage=character_coverage)
+      logging.info('trained the %s tokenizer in %.1f s', name, time.perf_counter() - start)
       with open(path + '.tmp', 'wb') as f:
         f.write(proto)
       os.replace(path + '.tmp', path)

@@ -165,7 +165,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   output_dir = os.path.join(workdir, 'translations')
 
   def score_test(replicated_params, split: str) -> dict:
-    outputs = translator.translate_ids(replicated_params, datasets[split].arrays['inputs'])
+    outputs = translator.translate_ids(replicated_params, datasets[split].arrays['inputs'],
+                                       f'beam search on {split} (beam {translator.beam_size})')
     hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
     if distributed.is_primary():
       os.makedirs(output_dir, exist_ok=True)

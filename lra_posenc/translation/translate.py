@@ -47,4 +47,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('beam_size', None, 'Overrides decoding.beam_size (1: greedy).')
   flags.DEFINE_float('length_penalty', None, 'Overrides decoding.length_penalty.')
   flags.mark_flag_as_required('workdir')
-  cli.run_with_help(main)
+  cli.run(main)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.translation import decode
@@ -71,11 +72,14 @@ class Translator:
       return decode.greedy_search(step, cache, **search)
     return decode.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
 
-  def translate_ids(self, replicated_params: Params, inputs: np.ndarray) -> np.ndarray:
-    """Output ids for every row of `inputs` [N, source_length], in order; `replicated_params` from flax's replicate."""
+  def translate_ids(self, replicated_params: Params, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
+    """Output ids for every row of `inputs` [N, source_length], in order; `replicated_params` from flax's replicate.
+
+    Progress (batches decoded, ETA) is reported under `what`.
+    """
     devices = jax.local_device_count()
     outputs = []
-    for begin in range(0, len(inputs), self.batch_size):
+    for begin in progress.track(range(0, len(inputs), self.batch_size), what, unit='batches'):
       batch = inputs[begin:begin + self.batch_size]
       padded = np.zeros((self.batch_size,) + inputs.shape[1:], inputs.dtype)
       padded[:len(batch)] = batch
