@@ -21,12 +21,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--eval=false', '--decode=false']
 
-# (name, task, config, encodings), at the size each mode runs.
+# (name, task, config, encodings, overrides), at the size each mode runs; tiny models compile in seconds.
+TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--config.model.qkv_dim=32',
+              '--config.model.mlp_dim=64', '--config.training.batch_size=8']
 BENCHMARKS = {
-    False: [('listops_lra', 'listops', 'configs/listops/lra.py', 'none,sinusoidal,rope,alibi,t5,legendre'),
-            ('translation_base', 'translation', 'configs/translation/multi30k.py', 'none,rope,alibi,t5')],
-    True: [('listops_cpu', 'listops', 'configs/listops/lra.py:cpu', 'none,alibi'),
-           ('translation_cpu', 'translation', 'configs/translation/multi30k.py:sweep', 'rope')],
+    False: [('listops_lra', 'listops', 'configs/listops/lra.py', 'none,sinusoidal,rope,alibi,t5,legendre', []),
+            ('translation_base', 'translation', 'configs/translation/multi30k.py', 'none,rope,alibi,t5', [])],
+    True: [('listops_cpu', 'listops', 'configs/listops/lra.py:cpu', 'none,alibi', TINY_MODEL),
+           ('translation_cpu', 'translation', 'configs/translation/multi30k.py:sweep', 'rope',
+            TINY_MODEL + ['--config.data.tokenizer.vocab_size=256', '--config.data.max_length=16'])],
 }
 TIMING = {False: ['--windows=3', '--steps_per_window=10'], True: ['--windows=1', '--steps_per_window=2']}
 # Training: LRA-standard with its attention dropout (so XLA serves attention; the summary says why),
@@ -36,7 +39,7 @@ TRAINING = {
             '--config.data.generator.num_train_samples=9600', '--config.data.generator.num_valid_samples=512',
             '--config.data.generator.num_test_samples=512', '--config.evaluation.every_steps=100',
             '--config.checkpoint.every_steps=300'],
-    True: ['--config=configs/listops/lra.py:cpu', '--config.training.num_train_steps=20',
+    True: ['--config=configs/listops/lra.py:cpu', *TINY_MODEL, '--config.training.num_train_steps=20',
            '--config.data.generator.num_train_samples=640', '--config.data.generator.num_valid_samples=64',
            '--config.data.generator.num_test_samples=64', '--config.evaluation.every_steps=10',
            '--config.checkpoint.every_steps=20', '--config.training.log_every_steps=10'],
@@ -91,14 +94,15 @@ def check(out: str, tiny: bool) -> dict:
                                                             'no:cacheprovider', 'tests/test_attention.py',
                                                             *TESTS[tiny]], TIMEOUT_SECONDS['tests'], logs)
   summary['benchmarks'] = {}
-  for name, task, config, names in BENCHMARKS[tiny]:
+  for name, task, config, names, overrides in BENCHMARKS[tiny]:
     for implementation in ('auto', 'xla'):
       label = f'{name}_{implementation}'
       figures = os.path.join(out, f'{label}.json')
       step = run_step(label, [*BENCHMARK, f'--task={task}', f'--config={config}', '--config.model.dtype=bfloat16',
                               '--config.model.attention_dropout_rate=0.0',
                               f'--config.model.attention_implementation={implementation}',
-                              f'--encodings={names if implementation == "auto" else "none"}', *TIMING[tiny],
+                              *overrides, f'--encodings={names if implementation == "auto" else "none"}',
+                              *TIMING[tiny],
                               f'--out={figures}'], TIMEOUT_SECONDS['benchmark'], logs)
       if step['status'] == 'ok':
         step['figures'] = benchmark_figures(figures)

@@ -211,7 +211,9 @@ def test_remat_gives_the_same_loss_and_gradients(task, toy_corpus):
   for remat in (False, True):
     if task == 'listops':
       config = lra.get_config('cpu')
-      config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1, remat=remat)
+      config.data.max_length = 24
+      config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, classifier_dim=32, dropout_rate=0.1,
+                          attention_dropout_rate=0.1, remat=remat)
       workload = listops_train.benchmark_workload(config)
     else:
       config = toy_config(toy_corpus)

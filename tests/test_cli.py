@@ -37,8 +37,13 @@ def test_a_user_error_is_one_line_with_status_2_and_leaves_no_workdir(tmp_path, 
   errors = [line for line in process.stderr.splitlines() if not line.startswith(('I1', 'W1', 'E1'))]  # absl logs.
   assert errors == [message, '(add --traceback for the whole traceback)']
   assert 'Traceback' not in process.stderr and not workdir.exists()
-  with_traceback = run(TRAIN + [f'--workdir={workdir}', '--traceback'] + overrides)
-  assert with_traceback.returncode != 0 and 'Traceback (most recent call last)' in with_traceback.stderr
+
+
+def test_traceback_shows_the_whole_traceback_of_a_user_error(tmp_path):
+  process = run(TRAIN + [f'--workdir={tmp_path / "run"}', '--config=configs/listops/lra.py:cpu',
+                         '--config.model.pos_encoding=sine', '--traceback'])
+  assert process.returncode != 0 and 'Traceback (most recent call last)' in process.stderr
+  assert process.stderr.rstrip().splitlines()[-1].startswith("ValueError: model.pos_encoding='sine'")
 
 
 @pytest.mark.parametrize('command', [

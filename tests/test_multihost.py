@@ -31,7 +31,7 @@ def comparable(results: dict, prefix: str = '') -> dict:
   """What must agree between two runs of one config, flattened: everything but timings, topology and provenance."""
   flat = {}
   for key, value in results.items():
-    if key not in ('train_seconds_this_run', 'devices', 'processes', 'provenance'):
+    if key not in ('train_seconds_this_run', 'train_seconds_total', 'runs', 'devices', 'processes', 'provenance'):
       flat |= comparable(value, f'{prefix}{key}/') if isinstance(value, dict) else {prefix + key: value}
   return flat
 

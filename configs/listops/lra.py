@@ -77,6 +77,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.evaluation = ml_collections.ConfigDict()
   config.evaluation.batch_size = 256
   config.evaluation.every_steps = 500
+  config.evaluation.selection_metric = 'accuracy'  # What picks the best checkpoint (validation, higher is better).
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 500

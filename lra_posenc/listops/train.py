@@ -32,6 +32,7 @@ DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
 MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement')
+SELECTION_METRICS = ('accuracy',)
 
 
 def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
@@ -40,6 +41,7 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_keys(config.data.generator, 'data.generator', GENERATOR_KEYS)
   check_positive(config.data, 'data', 'max_length', 'num_classes')
   check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
+  check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
   model = config.model
   check_keys(model, 'model', MODEL_KEYS)
   check_positive(model, 'model', 'classifier_dim')
@@ -136,7 +138,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       train_batches=lambda start: datasets['train'].train_batches(
           config.training.batch_size, seed=config.seed, start=start),
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
-      selection_metric='accuracy',
+      selection_metric=config.evaluation.selection_metric,
       artifacts={'vocab': list(input_pipeline.VOCAB)},
       attention_paths=attention_paths(model.config, model.attention_calls(config.data.max_length)),
       baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})

@@ -38,19 +38,20 @@ def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str
   check_choice(f'{path}.{key}', section[key], choices)
 
 
-# Keys added to `config.model` later, with the value that gives the behaviour from before them.
-ADDED_MODEL_KEYS = {'attention_implementation': 'auto', 'remat': False}
+# Keys added later, with the value that gives the behaviour from before them.
+ADDED_KEYS = {'model.attention_implementation': 'auto', 'model.remat': False, 'evaluation.selection_metric': 'accuracy'}
 
 
 def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before the keys in RENAMED were renamed and those in ADDED_MODEL_KEYS added,
+  """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS added,
   in today's keys.
 
   Workdirs trained before stay readable (translate, diagnostics). The beam-search batch
   was `evaluation.batch_size` then, and the output cap the source cut.
   """
-  for key, value in ADDED_MODEL_KEYS.items():
-    config.get('model', {}).setdefault(key, value)
+  for key, value in ADDED_KEYS.items():
+    section, name = key.split('.')
+    config.get(section, {}).setdefault(name, value)
   data = config.get('data', {})
   if 'max_eval_length' in data:
     length = data.pop('max_eval_length')

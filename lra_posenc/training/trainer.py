@@ -36,7 +36,7 @@ from lra_posenc.training.stop_signals import StopSignals
 AXIS = 'batch'
 TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')
 TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps')
-EVALUATION_KEYS = ('batch_size', 'every_steps')
+EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric')  # The task checks the last.
 CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 # Model keys that say how the model is computed, not what it computes: a run may resume with them
 # changed (on a GPU, with rematerialisation), so checkpoints do not record them.
@@ -60,7 +60,8 @@ class Task:
       training loss) and 'count' (the summed weight).
     train_batches: global batch index -> endless iterator of this host's training batches.
     eval_batches: split name -> this host's batches of that split, padded with zero weight.
-    selection_metric: validation metric (higher is better) that picks the best checkpoint.
+    selection_metric: validation metric (higher is better) that picks the best checkpoint: one
+      of `metrics`' or of `score_validation`'s.
     artifacts: JSON data a checkpoint is only valid with (a vocabulary): saved with every
       checkpoint, and a resume with different artifacts is refused.
     baselines: reference scores reported beside the results (majority-class accuracy).
@@ -68,6 +69,8 @@ class Task:
       'test' result, all of them are under 'test_sets'.
     score_test: (best params, replicated over local devices; split) -> further test scores
       (BLEU of decoded output), or None.
+    score_validation: (params, replicated over local devices) -> further validation scores
+      (BLEU of greedy decoding) added to every evaluation's, or None.
     attention_paths: how each of the model's attention calls computes in training (name ->
       a dataclass with `implementation` and `reason`); logged once, written to results.json.
 
@@ -83,6 +86,7 @@ class Task:
   baselines: dict[str, float]
   test_splits: tuple[str, ...] = ('test',)
   score_test: Callable[[Params, str], dict[str, Any]] | None = None
+  score_validation: Callable[[Params], dict[str, float]] | None = None
   attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -93,7 +97,7 @@ def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str]
   check_keys(config.evaluation, 'evaluation', EVALUATION_KEYS)
   check_keys(config.checkpoint, 'checkpoint', CHECKPOINT_KEYS)
   check_positive(config.training, 'training', *TRAINING_KEYS)
-  check_positive(config.evaluation, 'evaluation', *EVALUATION_KEYS)
+  check_positive(config.evaluation, 'evaluation', 'batch_size', 'every_steps')
   check_positive(config.checkpoint, 'checkpoint', *CHECKPOINT_KEYS)
   optim.check_config(config.optimizer)
   for path, size in (('training.batch_size', config.training.batch_size),
@@ -277,6 +281,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
         flags.raise_if_non_finite(step, checkpoints)
         scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'),
                           f'step {step}: evaluating on validation')
+        if task.score_validation:
+          scores |= task.score_validation(replicated.params)
         writer.write(step, scores, prefix='validation')
         if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
           record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores}}

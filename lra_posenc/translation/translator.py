@@ -47,6 +47,12 @@ class Translator:
     self.batch_size = batch_size
     self._predict = jax.pmap(self.predict)
 
+  def with_beam_size(self, beam_size: int) -> 'Translator':
+    """This translator with another beam (1: greedy), all else alike."""
+    return Translator(self.model, self.tokenizers, beam_size=beam_size, length_penalty=self.length_penalty,
+                      max_source_length=self.max_source_length, max_output_length=self.max_output_length,
+                      batch_size=self.batch_size)
+
   def decoding_state(self, params: Params, inputs: jax.Array, beams: int) -> tuple[decode.StepFn, decode.Cache]:
     """The step function and empty cache for decoding `inputs` [batch, source_length] with `beams` rows each."""
     rows = inputs.shape[0] * beams
