@@ -90,12 +90,25 @@ def run(main: Callable[[list[str]], None]) -> None:
   if any(arg in ('--help', '-h', '--helpshort') for arg in sys.argv[1:]):
     app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
   try:
-    app.run(started_main)
+    app.run(started_main, flags_parser=_parse_flags)
   except (ValueError, DataError, OSError, AttributeError, KeyError) as error:
     if '--traceback' in sys.argv or (started and isinstance(error, (AttributeError, KeyError))):
       raise
     print(f'error: {user_error_message(error, sys.argv, parsing=not started)}', file=sys.stderr)
     print('(add --traceback for the whole traceback)', file=sys.stderr)
+    sys.exit(2)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, with its errors (an unknown flag, a config file that raised) as one line and status 2."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as error:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    flag = re.match(r'flag (--\S+?): ', lines[0])
+    # A config file's own exception, as its last line says, or the one line absl wrote.
+    reason = re.sub(r'^(flag --\S+?: |\w+Error: )', '', lines[-1])
+    print(f'error: {flag[1]}: {reason}' if flag else f'error: {lines[0]}', file=sys.stderr)
     sys.exit(2)
 
 
