@@ -82,7 +82,7 @@ def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tm
 
 
 @pytest.mark.slow
-def test_a_run_stopped_by_sigterm_exits_75_and_a_finished_one_0(tmp_path):
+def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0: test_gpu_check's training step.
   workdir = tmp_path / 'run'
   small = ['--config=configs/listops/lra.py:cpu', f'--workdir={workdir}', '--config.model.num_layers=1',
            '--config.data.generator.num_train_samples=512', '--config.data.generator.num_valid_samples=32',
@@ -101,5 +101,3 @@ def test_a_run_stopped_by_sigterm_exits_75_and_a_finished_one_0(tmp_path):
   assert process.returncode == 75
   stopped = json.loads(stdout)
   assert stopped['status'] == 'stopped' and stopped['step'] >= 10
-  finished = run(TRAIN + small + [f'--config.training.num_train_steps={stopped["step"] + 2}'])
-  assert finished.returncode == 0 and json.loads(finished.stdout)['status'] == 'finished'

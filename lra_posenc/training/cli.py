@@ -1,4 +1,5 @@
-"""The command line every task's train.py shares: --config, --workdir and the multi-host flags.
+"""The command line every task's train.py shares (--config, --workdir, the multi-host flags), and
+`run`, which every absl program here goes through: one-line user errors, --help exiting 0.
 
 Flags are defined only when a task module runs as a program, so tasks stay importable
 side by side (by tests, sweeps, notebooks).
@@ -13,7 +14,6 @@ import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from lra_posenc.data.files import DataError
 from lra_posenc.training import distributed, trainer
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
@@ -70,8 +70,8 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
 def run(main: Callable[[list[str]], None]) -> None:
   """`app.run(main)` for a user's command: --help exits 0 (absl exits 1), and a user error prints one line.
 
-  User errors (a config key or file, data, the workdir: ValueError, DataError, OSError)
-  print `error: MESSAGE` and exit 2; --traceback shows the whole traceback instead. A
+  User errors (a config key or file, data, the workdir: ValueError, which DataError is,
+  and OSError) print `error: MESSAGE` and exit 2; --traceback shows the whole traceback instead. A
   config override or file that does not parse fails in flag parsing (AttributeError,
   KeyError, OSError; a config file's on first use, so it is touched before `main`); once
   `main` runs, AttributeError and KeyError are bugs and keep their traceback.
@@ -91,7 +91,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
   try:
     app.run(started_main, flags_parser=_parse_flags)
-  except (ValueError, DataError, OSError, AttributeError, KeyError) as error:
+  except (ValueError, OSError, AttributeError, KeyError) as error:
     if '--traceback' in sys.argv or (started and isinstance(error, (AttributeError, KeyError))):
       raise
     print(f'error: {user_error_message(error, sys.argv, parsing=not started)}', file=sys.stderr)
