@@ -29,7 +29,7 @@ from lra_posenc.training.batches import ArrayDataset, Batch
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
-from lra_posenc.translation.translator import create_translator, model_max_len
+from lra_posenc.translation.translator import Translator, create_translator, model_max_len
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
@@ -185,27 +185,29 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   model = translator.model
   output_dir = os.path.join(workdir, 'translations')
 
+  greedy = translator.with_beam_size(1)
+
+  def hypotheses(search: Translator, replicated_params, split: str, what: str) -> list[str]:
+    """`search`'s detokenized translations of a split's sources."""
+    outputs = search.translate_ids(replicated_params, datasets[split].arrays['inputs'], what)
+    return [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
+
   def score_test(replicated_params, split: str) -> dict:
-    outputs = translator.translate_ids(replicated_params, datasets[split].arrays['inputs'],
-                                       f'beam search on {split} (beam {translator.beam_size})')
-    hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
+    translations = hypotheses(translator, replicated_params, split,
+                              f'beam search on {split} (beam {translator.beam_size})')
     if distributed.is_primary():
       os.makedirs(output_dir, exist_ok=True)
       with open(os.path.join(output_dir, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
-        f.writelines(h + '\n' for h in hypotheses)
-    scores = sacrebleu_scores(hypotheses, texts[split].targets)
-    scores |= tokenized_bleu_scores(hypotheses, texts[split].targets, data.target_lang)
+        f.writelines(h + '\n' for h in translations)
+    scores = sacrebleu_scores(translations, texts[split].targets)
+    scores |= tokenized_bleu_scores(translations, texts[split].targets, data.target_lang)
     logging.info('%s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', split, scores['bleu'],
                  scores['bleu_signature'], scores['tokenized_bleu'], scores['tokenized_bleu_signature'])
     return scores
 
-  greedy = translator.with_beam_size(1)
-
   def score_validation(replicated_params) -> dict[str, float]:
-    outputs = greedy.translate_ids(replicated_params, datasets['validation'].arrays['inputs'],
-                                   'greedy decoding of validation')
-    hypotheses = [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
-    return {'bleu': sacrebleu_scores(hypotheses, texts['validation'].targets)['bleu']}
+    translations = hypotheses(greedy, replicated_params, 'validation', 'greedy decoding of validation')
+    return {'bleu': sacrebleu_scores(translations, texts['validation'].targets)['bleu']}
 
   example = jnp.zeros((1, data.max_length), jnp.int32)
   return trainer.Task(
