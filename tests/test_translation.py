@@ -275,6 +275,24 @@ def token_batch(rows: int, target_length: int, seed: int):
   return {'inputs': sources, 'targets': targets, 'weight': np.ones(rows, np.float32)}
 
 
+@pytest.mark.parametrize('label_smoothing, scale', [(0.1, 1.0), (0.1, 60.0), (0.0, 5.0)])
+def test_token_losses_against_optax(label_smoothing, scale):
+  """The smoothed loss is the KL divergence from the smoothed target distribution (cross-entropy
+  minus its entropy); the NLL and accuracy are those of the target; large logits stay exact."""
+  logits = scale * jax.random.normal(jax.random.PRNGKey(0), (3, 5, 500))
+  targets = jax.random.randint(jax.random.PRNGKey(1), (3, 5), 0, 500)
+  targets = targets.at[0].set(jnp.argmax(logits[0], -1))  # A row of correct predictions.
+  smoothed, nll, correct = train.token_losses(logits, targets, label_smoothing)
+  one_hot = jax.nn.one_hot(targets, 500)
+  soft = one_hot * (1 - label_smoothing) + (1 - one_hot) * label_smoothing / 499
+  entropy = -jnp.sum(jnp.where(soft > 0, soft * jnp.log(jnp.where(soft > 0, soft, 1.0)), 0.0), -1)
+  np.testing.assert_allclose(smoothed, optax.softmax_cross_entropy(logits, soft) - entropy, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(nll, optax.softmax_cross_entropy_with_integer_labels(logits, targets), rtol=1e-5,
+                             atol=1e-5)
+  np.testing.assert_array_equal(correct, jnp.argmax(logits, -1) == targets)
+  assert (smoothed > -1e-4).all()  # A divergence: zero only at the smoothed target itself.
+
+
 @pytest.mark.slow
 def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
   model, label_smoothing = small_model('sinusoidal', max_len=40), 0.1

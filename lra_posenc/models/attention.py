@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from lra_posenc.encodings import AttentionTerms
+from lra_posenc.models.dropout import dropout
 
 Array = jax.Array
 
@@ -153,9 +154,7 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, key_va
   mask = attention_mask(key_valid, causal=causal, query_length=query.shape[1])
   if dropout_rng is None or dropout_rate == 0.0:
     return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, implementation='xla')
-  weights = attention_weights(query, key, bias=bias, mask=mask).astype(value.dtype)
-  keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
-  weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0).astype(value.dtype)
+  weights = dropout(attention_weights(query, key, bias=bias, mask=mask).astype(value.dtype), dropout_rate, dropout_rng)
   return jnp.einsum('bhqk,bkhd->bqhd', weights, value)
 
 

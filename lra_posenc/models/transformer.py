@@ -9,6 +9,7 @@ import ml_collections
 from lra_posenc import encodings
 from lra_posenc.models import attention
 from lra_posenc.models.attention import MultiHeadAttention
+from lra_posenc.models.dropout import Dropout
 from lra_posenc.training.config_checks import check_positive, check_section_choice
 
 Array = jax.Array
@@ -118,7 +119,7 @@ class MlpBlock(nn.Module):
   @nn.compact
   def __call__(self, x: Array, *, deterministic: bool) -> Array:
     y = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype)(x))
-    y = nn.Dropout(self.dropout_rate)(y, deterministic=deterministic)
+    y = Dropout(self.dropout_rate)(y, deterministic=deterministic)
     return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
 
 
@@ -135,7 +136,7 @@ class EncoderBlock(nn.Module):
   @nn.compact
   def __call__(self, x: Array, key_valid: Array, terms: encodings.AttentionTerms) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    dropout = nn.Dropout(cfg.dropout_rate)
+    dropout = Dropout(cfg.dropout_rate)
     y = nn.LayerNorm()(x)
     y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
                            implementation=cfg.attention_implementation)(
@@ -162,7 +163,7 @@ class Encoder(nn.Module):
     encoding = create_encoding(cfg)
     if self.add_to_inputs:
       x = encoding.add_to_inputs(x, positions)
-    x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
+    x = Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
     terms = encoding.attention_terms(positions, positions, causal=False)
     block = _block(EncoderBlock, cfg)
     for i in range(cfg.num_layers):
@@ -179,7 +180,7 @@ class DecoderBlock(nn.Module):
   def __call__(self, x: Array, encoded: Array, self_valid: Array | None, encoder_valid: Array,
                terms: encodings.AttentionTerms, cache_index: Array | None) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    dropout = nn.Dropout(cfg.dropout_rate)
+    dropout = Dropout(cfg.dropout_rate)
     attention_layer = lambda name, decode=False: MultiHeadAttention(
         cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=decode, dtype=cfg.dtype,
         implementation=cfg.attention_implementation, name=name)
@@ -224,7 +225,7 @@ class Decoder(nn.Module):
       positions = key_positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
       self_valid = cache_index = None  # Causal: each position sees itself and those before it.
     x = encoding.add_to_inputs(x, positions)
-    x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
+    x = Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
     terms = encoding.attention_terms(positions, key_positions, causal=True)
     block = _block(DecoderBlock, cfg)
     for i in range(cfg.num_layers):

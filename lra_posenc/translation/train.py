@@ -88,20 +88,34 @@ def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, param
   targets = batch['targets']
   logits = model.apply({'params': params}, batch['inputs'], targets, train=train,
                        rngs={'dropout': rng} if train else {})
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
-  vocab_size = log_probs.shape[-1]
+  smoothed, nll, correct = token_losses(logits, targets, label_smoothing)
+  weight = (targets != PAD_ID) * batch['weight'][:, None]
+  real = weight > 0
+  total = lambda x: jnp.where(real, x * weight, 0.0).sum()
+  return {'loss': total(smoothed), 'nll': total(nll), 'accuracy': total(correct.astype(jnp.float32)),
+          'count': weight.sum()}
+
+
+def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """Per token: the label-smoothed cross-entropy minus its floor (0 when the prediction is the smoothed
+  target), the NLL of the target, and whether the target's logit is the largest (a tie counts).
+
+  With z the logits, lse their log-sum-exp, V the vocabulary, c = 1 - label_smoothing and
+  o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
+  lse - (c - o) z_t - o sum_j z_j: one pass of reductions over the logits, with no log-probability
+  table, whose [tokens, V] passes forward and backward cost more than the rest of the loss.
+  """
+  logits = logits.astype(jnp.float32)
+  vocab_size = logits.shape[-1]
   confidence = 1.0 - label_smoothing
   off_value = label_smoothing / (vocab_size - 1)
   floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
-  target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-  nll = -target_log_probs
-  smoothed = confidence * nll - off_value * (log_probs.sum(-1) - target_log_probs)
-  weight = (targets != PAD_ID) * batch['weight'][:, None]
-  real = weight > 0
-  correct = jnp.argmax(logits, -1) == targets
-  total = lambda x: jnp.where(real, x * weight, 0.0).sum()
-  return {'loss': total(smoothed - floor), 'nll': total(nll), 'accuracy': total(correct.astype(jnp.float32)),
-          'count': weight.sum()}
+  largest = jax.lax.stop_gradient(logits.max(-1))
+  log_sum_exp = largest + jnp.log(jnp.exp(logits - largest[..., None]).sum(-1))
+  target_logits = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+  smoothed = log_sum_exp - (confidence - off_value) * target_logits - off_value * logits.sum(-1)
+  return smoothed - floor, log_sum_exp - target_logits, target_logits >= largest
 
 
 def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float | str]:

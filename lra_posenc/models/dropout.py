@@ -1,0 +1,47 @@
+"""Dropout drawn from 16 random bits per element: half the random-number work of 32-bit draws.
+
+On CPUs a dropout mask costs about as much as the matrix product it follows, and almost all
+of it is generating random bits; each 32-bit word here serves two elements. The keep
+probability is rounded to a multiple of 2^-16 (rate 0.1 keeps with probability 58982 / 65536,
+0.1000061 dropped) and kept elements are scaled by its exact inverse, so every element's
+expectation is its input, as with flax's `nn.Dropout`.
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+_LEVELS = 1 << 16  # Distinct values of a 16-bit draw.
+
+
+def keep_probability(rate: float) -> float:
+  """The probability an element is kept at dropout `rate`, as `dropout` draws it."""
+  return round((1.0 - rate) * _LEVELS) / _LEVELS
+
+
+def dropout(x: Array, rate: float, rng: Array) -> Array:
+  """`x` with each element zeroed independently with probability `rate` (to 2^-16), the rest scaled up.
+
+  `rng` is any PRNG key; the mask depends on it and on `x.shape` alone.
+  """
+  threshold = round((1.0 - rate) * _LEVELS)
+  if threshold >= _LEVELS:
+    return x
+  if threshold == 0:
+    return jnp.zeros_like(x)
+  words = jax.random.bits(rng, (-(-x.size // 2),), jnp.uint32)
+  draws = jnp.stack([words >> 16, words & (_LEVELS - 1)], axis=-1).reshape(-1)[:x.size].reshape(x.shape)
+  keep = draws < jnp.uint32(threshold)
+  return jnp.where(keep, x * jnp.asarray(_LEVELS / threshold, x.dtype), jnp.zeros((), x.dtype))
+
+
+class Dropout(nn.Module):
+  """`dropout` with a key from the 'dropout' collection; the identity when `deterministic` or at rate 0."""
+  rate: float
+
+  @nn.compact
+  def __call__(self, x: Array, *, deterministic: bool) -> Array:
+    if deterministic or self.rate == 0.0:
+      return x
+    return dropout(x, self.rate, self.make_rng('dropout'))

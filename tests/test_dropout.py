@@ -1,0 +1,64 @@
+"""Dropout from 16-bit draws: the rate, independence of the two draws one word serves, the expectation."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lra_posenc.models.dropout import Dropout, dropout, keep_probability
+
+SIZE = 1 << 20
+
+
+def dropped(rate: float, seed: int = 0, shape=(SIZE,)) -> np.ndarray:
+  return np.asarray(dropout(jnp.ones(shape), rate, jax.random.PRNGKey(seed)) == 0)
+
+
+@pytest.mark.parametrize('rate', [0.1, 0.3, 0.5])
+def test_drops_each_element_at_the_rate(rate):
+  assert abs(keep_probability(rate) - (1 - rate)) <= 2.0 ** -17
+  fraction = dropped(rate).mean()
+  sigma = np.sqrt(rate * (1 - rate) / SIZE)
+  assert abs(fraction - rate) < 5 * sigma, (fraction, rate, sigma)
+
+
+def test_neighbours_drawn_from_one_word_are_independent():
+  rate = 0.3
+  pairs = dropped(rate).reshape(-1, 2)  # Elements 2i and 2i + 1 take the two halves of one 32-bit word.
+  both = (pairs[:, 0] & pairs[:, 1]).mean()
+  sigma = np.sqrt(rate ** 2 * (1 - rate ** 2) / len(pairs))
+  assert abs(both - rate ** 2) < 5 * sigma, (both, rate ** 2)
+  # And no element repeats its neighbour more often than chance.
+  agree = (pairs[:, 0] == pairs[:, 1]).mean()
+  expected = rate ** 2 + (1 - rate) ** 2
+  assert abs(agree - expected) < 5 * np.sqrt(expected * (1 - expected) / len(pairs))
+
+
+def test_kept_elements_are_scaled_so_the_expectation_is_the_input():
+  x = jax.random.normal(jax.random.PRNGKey(1), (SIZE,))
+  out = np.asarray(dropout(x, 0.1, jax.random.PRNGKey(2)))
+  kept = out != 0
+  np.testing.assert_allclose(out[kept], np.asarray(x)[kept] / keep_probability(0.1), rtol=1e-6)
+  # Averaged over masks, each element is its input: over many keys the mean of ones stays 1.
+  means = [float(dropout(jnp.ones((4096,)), 0.5, jax.random.PRNGKey(k)).mean()) for k in range(64)]
+  assert abs(np.mean(means) - 1.0) < 5 * np.sqrt(1.0 / (4096 * 64))
+
+
+def test_the_mask_depends_on_the_key_and_every_shape_works():
+  assert (dropped(0.5, seed=3, shape=(3, 7)) == dropped(0.5, seed=3, shape=(3, 7))).all()
+  assert (dropped(0.5, seed=3) != dropped(0.5, seed=4)).any()
+  assert dropped(0.5, shape=(1,)).shape == (1,)  # An odd size uses half of its last word.
+
+
+def test_gradient_is_the_mask_over_the_keep_probability():
+  x, key = jnp.full((1000,), 2.0), jax.random.PRNGKey(5)
+  gradient = jax.grad(lambda x: dropout(x, 0.2, key).sum())(x)
+  np.testing.assert_allclose(gradient, dropout(jnp.ones_like(x), 0.2, key), rtol=1e-6)
+
+
+def test_rates_zero_and_one_and_deterministic_mode():
+  x = jnp.arange(1.0, 9.0)
+  np.testing.assert_array_equal(dropout(x, 0.0, jax.random.PRNGKey(0)), x)
+  np.testing.assert_array_equal(dropout(x, 1.0, jax.random.PRNGKey(0)), jnp.zeros_like(x))
+  layer = Dropout(0.5)
+  np.testing.assert_array_equal(layer.apply({}, x, deterministic=True), x)
+  assert (layer.apply({}, x, deterministic=False, rngs={'dropout': jax.random.PRNGKey(0)}) == 0).any()
