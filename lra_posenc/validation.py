@@ -10,10 +10,11 @@ def check_choice(key: str, value: object, choices: Iterable) -> None:
 
 
 def check_range(key: str, value: float, *, above: float | None = None, at_least: float | None = None,
-                below: float | None = None, why: str = '') -> None:
-  """Raises ValueError naming `key`, the bad value and the range (`above` < value, `at_least` <= value < `below`)."""
+                below: float | None = None, at_most: float | None = None, why: str = '') -> None:
+  """Raises ValueError naming `key`, the bad value and the range (`above` < value, `at_least` <= value,
+  value < `below`, value <= `at_most`)."""
   bounds = ([f'> {above}'] if above is not None else []) + ([f'>= {at_least}'] if at_least is not None else []) + (
-      [f'< {below}'] if below is not None else [])
+      [f'< {below}'] if below is not None else []) + ([f'<= {at_most}'] if at_most is not None else [])
   if ((above is not None and not value > above) or (at_least is not None and not value >= at_least)
-      or (below is not None and not value < below)):
+      or (below is not None and not value < below) or (at_most is not None and not value <= at_most)):
     raise ValueError(f'{key}={value!r} must be {" and ".join(bounds)}' + (f' ({why})' if why else ''))

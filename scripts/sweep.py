@@ -95,7 +95,8 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
     return None
   row = {'variant': variant.spec, 'seed': seed}
   for split, scores in results['test_sets'].items():
-    row[f'{split} {task.test_metric}'] = scores[task.test_metric]
+    for metric in task.test_metrics:
+      row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
   row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
   row['best step'] = results['best_step']
   row[f'steps to validation {task.validation_metric} {target:g}'] = steps_to_target(
@@ -127,7 +128,8 @@ def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
 
 
 def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
-  """Mean ± std per column; a column some seeds never reached (steps to target) says how many did."""
+  """Mean ± std per column; a column some seeds lack (a target never reached, a metric newer than the run)
+  says how many have it."""
   columns = [c for c in summaries[0]['columns'] if c != 'best step']
   lines = ['| variant | seeds | ' + ' | '.join(columns) + ' |', '| --- ' * (len(columns) + 2) + '|']
   for summary in summaries:
@@ -139,8 +141,8 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
         cells.append('not reached')
         continue
       cell = f"{stats['mean']:.{places}f}" + (f" ± {stats['std']:.{places}f}" if stats['std'] is not None else '')
-      if stats['count'] < len(stats['values']):
-        cell += f" ({stats['count']}/{len(stats['values'])} reached)"
+      if stats['count'] < len(stats['values']):  # Seeds that never reached the target, or predate the metric.
+        cell += f" ({stats['count']}/{len(stats['values'])} {'reached' if column.startswith('steps to') else 'runs'})"
       cells.append(cell)
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
@@ -183,8 +185,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   summaries = summarize(rows, variants)
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
-  table = markdown_table(summaries, digits={'steps': 0, 'minutes': 1, 'validation': 3,
-                                            task.test_metric: 3 if task.test_metric == 'accuracy' else 2})
+  table = markdown_table(summaries, digits={'steps': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,

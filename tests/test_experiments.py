@@ -15,6 +15,7 @@ from lra_posenc import encodings, sweeps
 from lra_posenc.data import listops
 from lra_posenc.listops import train
 from lra_posenc.models.attention import attend, attention_weights
+from lra_posenc.tasks import TASKS
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,6 +74,23 @@ def test_summary_is_mean_and_sample_std_over_seeds():
   assert summary['columns']['steps to x']['count'] == 2
   table = sweep.markdown_table([summary], digits={'steps': 0, 'accuracy': 3})
   assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
+
+
+def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
+  task = TASKS['translation']
+  for name, scores in (('new', {'bleu': 21.5, 'tokenized_bleu': 33.25, 'accuracy': 0.5}),
+                       ('old', {'bleu': 20.0, 'accuracy': 0.5})):
+    os.makedirs(tmp_path / name)
+    with open(tmp_path / name / 'results.json', 'w') as f:
+      json.dump({'test_sets': {'test_2016_flickr': scores}, 'validation': {'accuracy': 0.4}, 'best_step': 10}, f)
+  variant = sweeps.Variant('rope', 'rope', ())
+  new = sweep.run_row(task, variant, 0, str(tmp_path / 'new'), target=0.43)
+  old = sweep.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
+  assert (new['test_2016_flickr bleu'], new['test_2016_flickr tokenized_bleu']) == (21.5, 33.25)
+  assert (old['test_2016_flickr bleu'], old['test_2016_flickr tokenized_bleu']) == (20.0, None)
+  table = sweep.markdown_table(sweep.summarize([new, old], [variant]),
+                               digits={'steps': 0, 'validation': 3, 'bleu': 2})
+  assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
 
 @pytest.mark.slow

@@ -180,7 +180,8 @@ def test_optimizer_values_out_of_range_fail_before_training(tiny_data_dir, key, 
 @pytest.mark.slow
 def test_a_resumed_run_matches_an_uninterrupted_one_and_a_finished_one_keeps_its_record(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=20)  # Logs every 5 steps; evaluates, checkpoints every 10.
-  config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
+  config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too,
+  config.data.augment.shuffle_arguments = 0.5  # and the augmentation's draws.
   straight = run_listops(config, tmp_path / 'straight')
   assert run_listops(config, tmp_path / 'resumed', should_stop=lambda step: step == 17) == {
       'status': 'stopped', 'step': 17}

@@ -39,6 +39,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.generator = ml_collections.ConfigDict(dict(
       seed=0, num_train_samples=96000, num_valid_samples=2000, num_test_samples=2000,
       max_depth=10, max_args=10, longer_than=500, shorter_than=2000, label_modulus=10))
+  # Label-preserving changes to training expressions, each a probability (lra_posenc/listops/augment.py):
+  # permute a list's arguments; replace a list below the root by its value.
+  config.data.augment = ml_collections.ConfigDict(dict(shuffle_arguments=0.0, contract_subtrees=0.0))
 
   config.model = ml_collections.ConfigDict()
   config.model.emb_dim = 512

@@ -11,12 +11,16 @@ import os
 import numpy as np
 
 from lra_posenc.data.files import DataError, decode_line
+from lra_posenc.data.listops import END, OPERATORS
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.validation import check_choice
 
 PAD = '<pad>'
 VOCAB: tuple[str, ...] = (PAD,) + tuple(sorted([str(d) for d in range(10)] + ['[MAX', '[MED', '[MIN', '[SM', ']']))
 TOKEN_IDS = {token: i for i, token in enumerate(VOCAB)}
+PAD_ID = TOKEN_IDS[PAD]
+END_ID = TOKEN_IDS[END]
+OPERATOR_IDS = {operator: TOKEN_IDS[operator] for operator in OPERATORS}
 DROPPED_TOKENS = frozenset({'(', ')'})
 HEADER = ('Source', 'Target')
 SKIPPED_LINES_SHOWN = 5  # Line numbers of the first skipped rows, logged with the counts.
@@ -44,12 +48,13 @@ def tokenize(expression: str) -> list[str]:
   return [t for t in expression.split() if t not in DROPPED_TOKENS]
 
 
-def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str = 'raise'
-               ) -> tuple[ArrayDataset, ReadReport]:
+def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str = 'raise',
+               skip_option: str = '--config.data.on_invalid=skip') -> tuple[ArrayDataset, ReadReport]:
   """Reads one TSV file into `inputs` [N, max_length] (padded token ids) and `targets` [N].
 
   Invalid rows (wrong column count, bad label, unknown token, too long) raise a
-  `DataError` naming the file and line, or with on_invalid='skip' are counted by reason.
+  `DataError` naming the file and line (and `skip_option`, the calling command's way to
+  skip them), or with on_invalid='skip' are counted by reason.
   """
   check_choice('data.on_invalid', on_invalid, INVALID_ROW_POLICIES)
   if not os.path.isfile(path):
@@ -71,8 +76,7 @@ def read_split(path: str, *, max_length: int, num_classes: int, on_invalid: str 
         ids, label = _parse_row(line, max_length, num_classes)
       except ValueError as error:
         if on_invalid == 'raise':
-          raise DataError(path, line_number, f'{error}; to skip such rows, run with '
-                          '--config.data.on_invalid=skip') from None
+          raise DataError(path, line_number, f'{error}; to skip such rows, run with {skip_option}') from None
         reason = str(error).split(':')[0]
         report.skipped[reason] = report.skipped.get(reason, 0) + 1
         if len(report.first_skipped_lines) < SKIPPED_LINES_SHOWN:
@@ -109,6 +113,17 @@ def _parse_row(line: str, max_length: int, num_classes: int) -> tuple[list[int],
   if len(tokens) > max_length:
     raise ValueError(f'too long: {len(tokens)} tokens > data.max_length={max_length}')
   return [TOKEN_IDS[t] for t in tokens], label
+
+
+def expression_depths(inputs: np.ndarray) -> np.ndarray:
+  """Nesting depth of each padded expression [N, length]: the most lists open at once (a lone digit: 0)."""
+  opens = np.isin(inputs, list(OPERATOR_IDS.values())).astype(np.int32) - (inputs == END_ID)
+  return np.maximum(np.cumsum(opens, axis=1).max(axis=1), 0)
+
+
+def expression_lengths(inputs: np.ndarray) -> np.ndarray:
+  """Tokens of each padded expression [N, length] (operators, digits and ']', as the model reads them)."""
+  return (inputs != PAD_ID).sum(axis=1)
 
 
 def read_splits(data_dir: str, *, max_length: int, num_classes: int, on_invalid: str

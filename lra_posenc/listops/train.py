@@ -19,16 +19,16 @@ from absl import logging
 
 from lra_posenc import benchmarking, encodings
 from lra_posenc.data import listops as generator
-from lra_posenc.listops import input_pipeline
+from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models import flops
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
-from lra_posenc.training.batches import Batch
+from lra_posenc.training.batches import Batch, HostShard
 from lra_posenc.training.config_checks import (check_keys, check_positive, check_section_choice,
                                                 upgrade_generator_keys)
 
-DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator')
+DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
 MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement')
@@ -39,6 +39,8 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   """The classifier `config` describes; raises ValueError naming any bad data or model key."""
   check_keys(config.data, 'data', DATA_KEYS)
   check_keys(config.data.generator, 'data.generator', GENERATOR_KEYS)
+  check_keys(config.data.augment, 'data.augment', augment.KEYS)
+  augment.check_config(config.data.augment)
   check_positive(config.data, 'data', 'max_length', 'num_classes')
   check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
@@ -61,15 +63,21 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
 def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
                            ) -> dict[str, jax.Array]:
   """Summed cross-entropy and correct predictions; padding rows (weight 0) contribute nothing."""
+  nll, correct = example_outcomes(model, params, batch, rng)
+  weight = batch['weight']
+  real = weight > 0
+  return {'loss': jnp.where(real, nll * weight, 0.0).sum(),
+          'accuracy': jnp.where(real, correct.astype(jnp.float32) * weight, 0.0).sum(), 'count': weight.sum()}
+
+
+def example_outcomes(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
+                     ) -> tuple[jax.Array, jax.Array]:
+  """Each example's cross-entropy and whether its most probable class is the label."""
   train = rng is not None
   logits = model.apply({'params': params}, batch['inputs'], train=train, rngs={'dropout': rng} if train else {})
   log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
   nll = -jnp.take_along_axis(log_probs, batch['targets'][:, None], axis=-1)[:, 0]
-  correct = (jnp.argmax(logits, -1) == batch['targets']).astype(jnp.float32)
-  weight = batch['weight']
-  real = weight > 0
-  return {'loss': jnp.where(real, nll * weight, 0.0).sum(), 'accuracy': jnp.where(real, correct * weight, 0.0).sum(),
-          'count': weight.sum()}
+  return nll, jnp.argmax(logits, -1) == batch['targets']
 
 
 def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
@@ -132,11 +140,18 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     logging.info(report.describe())
   test_labels = datasets['test'].arrays['targets']
   example = jnp.zeros((1, config.data.max_length), jnp.int32)
+
+  def train_batches(start: int):
+    batches = datasets['train'].train_batches(config.training.batch_size, seed=config.seed, start=start)
+    if not augment.is_active(config.data.augment):
+      return batches
+    first_row = HostShard.current().slice(config.training.batch_size).start
+    return augment.augmented_batches(batches, config.data.augment, seed=config.seed, start=start, first_row=first_row)
+
   return trainer.Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(classification_metrics, model),
-      train_batches=lambda start: datasets['train'].train_batches(
-          config.training.batch_size, seed=config.seed, start=start),
+      train_batches=train_batches,
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
       selection_metric=config.evaluation.selection_metric,
       artifacts={'vocab': list(input_pipeline.VOCAB)},

@@ -43,8 +43,8 @@ ADDED_KEYS = {'model.attention_implementation': 'auto', 'model.remat': False, 'e
 
 
 def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS added,
-  in today's keys.
+  """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and
+  ListOps' data.augment) added, in today's keys.
 
   Workdirs trained before stay readable (translate, diagnostics). The beam-search batch
   was `evaluation.batch_size` then, and the output cap the source cut.
@@ -58,8 +58,9 @@ def upgrade_old_config(config: dict) -> dict:
     data['max_eval_source_length'] = length
     config['decoding'].setdefault('max_output_length', length)
     config['decoding'].setdefault('batch_size', config['evaluation']['batch_size'])
-  if 'generator' in data:
+  if 'generator' in data:  # ListOps.
     data['generator'] = upgrade_generator_keys(data['generator'])
+    data.setdefault('augment', {'shuffle_arguments': 0.0, 'contract_subtrees': 0.0})
   return config
 
 

@@ -317,7 +317,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
                 'train_seconds_total': sum(run['train_seconds'] for run in runs), 'runs': runs,
                 'attention': attention_paths, 'provenance': provenance()}
     if distributed.is_primary():
-      _write_json(results_path, results)
+      write_json(results_path, results)
     writer.write(step, {f'test_{k}': v for k, v in results['test'].items() if isinstance(v, (int, float))},
                  prefix='final')
   return results
@@ -414,8 +414,8 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
 
 def _write_run_files(workdir: str, config: ml_collections.ConfigDict, artifacts: dict) -> None:
   """What a workdir says about its run before training: the config and the task's artifacts."""
-  _write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
-  _write_json(os.path.join(workdir, 'config.json'), config.to_dict())
+  write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
+  write_json(os.path.join(workdir, 'config.json'), config.to_dict())
 
 
 def _read_json(path: str) -> dict:
@@ -423,7 +423,8 @@ def _read_json(path: str) -> dict:
     return json.load(f)
 
 
-def _write_json(path: str, payload: dict) -> None:
+def write_json(path: str, payload: dict) -> None:
+  """`payload` as `path`, whole or not at all (a reader never sees a half-written file)."""
   temporary = path + '.tmp'
   with open(temporary, 'w') as f:
     json.dump(payload, f, indent=2, sort_keys=True)

@@ -1,0 +1,141 @@
+"""Scores a ListOps run's best checkpoint on any LRA-format file: overall, by depth and by length.
+
+    python -m lra_posenc.listops.evaluate --workdir=runs/listops_cpu --data=FILE.tsv [--split_name=NAME]
+
+FILE holds `Source<TAB>Target` rows: our generator's, LRA's release, or another's. A bad
+row stops the command with its file and line, as in training (`--on_invalid=skip` counts
+such rows instead). Writes WORKDIR/evaluations/NAME.json (accuracy, loss, the file's
+majority class, counts, and accuracy by nesting depth and by length bucket) and NAME.png,
+and prints the tables. NAME defaults to the file's name without its extension.
+Expressions longer than the run's data.max_length need --max_length; an encoding that
+cannot read positions beyond its training length says so.
+"""
+import os
+from collections.abc import Sequence
+
+import jax
+import matplotlib
+import numpy as np
+from absl import flags
+
+from lra_posenc.listops import input_pipeline
+from lra_posenc.listops.train import create_model, example_outcomes
+from lra_posenc.sweeps import save_line_plot
+from lra_posenc.training import cli
+from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.trainer import write_json
+
+matplotlib.use('Agg')  # Files only; no display.
+import matplotlib.pyplot as plt  # noqa: E402
+
+EVALUATIONS_DIR = 'evaluations'
+
+
+def length_bucket_edges(lengths: np.ndarray, buckets: int) -> list[int]:
+  """Edges [e0, e1, ..., en] (each bucket [e_i, e_(i+1))) splitting `lengths` into about equal counts."""
+  starts = np.unique(np.quantile(lengths, np.linspace(0, 1, buckets + 1)[:-1], method='nearest').astype(int))
+  return starts.tolist() + [int(lengths.max()) + 1]
+
+
+def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nll: np.ndarray) -> dict[str, dict]:
+  """Per group index i (`groups` == i, named `labels[i]`): examples, accuracy and mean loss; empty groups left out."""
+  rows = {}
+  for index, label in enumerate(labels):
+    members = groups == index
+    if members.any():
+      rows[label] = {'examples': int(members.sum()), 'accuracy': float(correct[members].mean()),
+                     'loss': float(nll[members].mean())}
+  return rows
+
+
+def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_invalid: str | None = None,
+                  max_length: int | None = None, length_buckets: int = 5) -> dict:
+  """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
+  if 'generator' not in read_config(workdir).data:
+    raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has no data.generator (another task '
+                     'trained it); give a workdir of lra_posenc.listops.train')
+  config, params, step = restore_best(workdir)
+  model = create_model(config)
+  dataset, read_report = input_pipeline.read_split(
+      path, max_length=max_length or config.data.max_length, num_classes=config.data.num_classes,
+      on_invalid=on_invalid or config.data.on_invalid, skip_option='--on_invalid=skip')
+  outcomes = jax.jit(lambda batch: example_outcomes(model, params, batch, None))
+  nll, correct = [], []
+  for batch in dataset.eval_batches(config.evaluation.batch_size):
+    real = batch['weight'] > 0
+    batch_nll, batch_correct = jax.device_get(outcomes(batch))
+    nll.append(batch_nll[real])
+    correct.append(batch_correct[real])
+  nll, correct = np.concatenate(nll), np.concatenate(correct)
+  inputs, targets = dataset.arrays['inputs'], dataset.arrays['targets']
+  depths = input_pipeline.expression_depths(inputs)
+  lengths = input_pipeline.expression_lengths(inputs)
+  edges = length_bucket_edges(lengths, length_buckets)
+  label_counts = np.bincount(targets, minlength=config.data.num_classes)
+  report = {
+      'workdir': os.path.abspath(workdir), 'file': os.path.abspath(path), 'best_step': step,
+      'examples': read_report.examples, 'skipped': read_report.skipped,
+      'accuracy': float(correct.mean()), 'loss': float(nll.mean()),
+      'majority_class': int(label_counts.argmax()),
+      'majority_class_accuracy': float(label_counts.max() / len(targets)),
+      'label_counts': label_counts.tolist(),
+      'by_depth': breakdown(depths, [str(d) for d in range(depths.max() + 1)], correct, nll),
+      'by_length': breakdown(np.searchsorted(edges, lengths, side='right') - 1,
+                             [f'{low}-{high - 1}' for low, high in zip(edges[:-1], edges[1:])], correct, nll),
+  }
+  name = split_name or os.path.splitext(os.path.basename(path))[0]
+  output_dir = os.path.join(workdir, EVALUATIONS_DIR)
+  os.makedirs(output_dir, exist_ok=True)
+  write_json(os.path.join(output_dir, f'{name}.json'), report)
+  plot_breakdown(report, os.path.join(output_dir, f'{name}.png'), title=f'{os.path.basename(path)}, '
+                 f'{os.path.basename(os.path.normpath(workdir))} (step {step})')
+  return report
+
+
+def plot_breakdown(report: dict, path: str, title: str) -> None:
+  """Accuracy by depth and by length bucket, side by side, with the file's majority class."""
+  figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+  for axis, key, label in ((axes[0], 'by_depth', 'nesting depth'), (axes[1], 'by_length', 'length (tokens)')):
+    groups = report[key]
+    axis.plot(range(len(groups)), [g['accuracy'] for g in groups.values()], marker='o', label='accuracy')
+    axis.set_xticks(range(len(groups)), [f"{label}\nn={g['examples']}" for label, g in groups.items()])
+    axis.axhline(report['majority_class_accuracy'], color='gray', linestyle='--', label='majority class (whole file)')
+    axis.set(xlabel=label, ylim=(0, 1))
+  axes[0].set_ylabel('accuracy')
+  axes[0].grid(alpha=0.3)
+  figure.suptitle(title)
+  save_line_plot(figure, axes[1], path)
+
+
+def format_report(report: dict) -> str:
+  lines = [f"{report['file']}: {report['examples']} examples"
+           + (f", skipped {report['skipped']}" if report['skipped'] else '')
+           + f"; best checkpoint (step {report['best_step']}) accuracy {report['accuracy']:.4f}, loss "
+           f"{report['loss']:.4f}; majority class {report['majority_class']}: {report['majority_class_accuracy']:.4f}"]
+  for key, heading in (('by_depth', 'depth'), ('by_length', 'length')):
+    lines += ['', f'| {heading} | examples | accuracy | loss |', '| --- | --- | --- | --- |']
+    lines += [f"| {label} | {g['examples']} | {g['accuracy']:.4f} | {g['loss']:.4f} |"
+              for label, g in report[key].items()]
+  return '\n'.join(lines)
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  quiet_checkpoint_logs()
+  options = flags.FLAGS
+  report = evaluate_file(options.workdir, options.data, split_name=options.split_name, on_invalid=options.on_invalid,
+                         max_length=options.max_length, length_buckets=options.length_buckets)
+  print(format_report(report))
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('workdir', None, 'A workdir written by lra_posenc.listops.train.')
+  flags.DEFINE_string('data', None, 'An LRA-format ListOps file (Source<TAB>Target rows).')
+  flags.DEFINE_string('split_name', None, "The report's name in WORKDIR/evaluations (default: the file's stem).")
+  flags.DEFINE_enum('on_invalid', None, list(input_pipeline.INVALID_ROW_POLICIES),
+                    "Bad rows: 'raise' (stop at the first, with its line) or 'skip' (count them); default: the run's.")
+  flags.DEFINE_integer('max_length', None, "Longest expression read, in tokens (default: the run's data.max_length).")
+  flags.DEFINE_integer('length_buckets', 5, 'Length buckets of about equal counts for the breakdown.')
+  flags.mark_flags_as_required(['workdir', 'data'])
+  cli.run(main)
