@@ -5,6 +5,7 @@
         --bounds=64,128,256,512 --num_samples=500
     python scripts/length_generalisation.py --task=translation --sweep_dir=runs/sweeps/multi30k_cpu \\
         --bounds=1,11,21,31,41
+    python scripts/length_generalisation.py --task=listops --sweep_dir=runs/sweeps/listops_cpu --by=depth
 
 ListOps: for every bucket [bounds[i], bounds[i+1]) tokens, a test set is drawn from the
 run's own generator options (tree depth, arguments, labels) with only the length window
@@ -13,6 +14,10 @@ so the sets are disjoint from training. The run's own test split is the first co
 Translation: the hypotheses the run wrote for its test splits, pooled, scored with
 sacreBLEU per bucket of source length in the run's SentencePiece ids (training dropped
 pairs over data.max_length ids).
+
+With --by=depth (ListOps) the columns are the nesting depths of each run's own test split
+instead (`lra_posenc.listops.evaluate`, which writes WORKDIR/evaluations/test.json), each
+with the majority class of its expressions; the report goes to SWEEP_DIR/depth.
 
 An encoding that cannot extrapolate (learned, chebyshev with its max_len normalisation)
 is reported as such for the buckets it cannot read. Writes runs.csv, summary.json,
@@ -41,11 +46,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
+from lra_posenc.listops import evaluate as listops_evaluate  # noqa: E402
 from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
 from lra_posenc.listops import train as listops_train  # noqa: E402
 from lra_posenc.sweeps import save_line_plot, spec_of_directory  # noqa: E402
 from lra_posenc.tasks import TASKS  # noqa: E402
-from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from lra_posenc.training.checkpointing import read_config, restore_best  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
@@ -111,6 +117,14 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
     score = sum(float(s['accuracy']) for s in sums) / sum(float(s['count']) for s in sums)
     scores[label] = {'score': score, 'majority': majority, 'examples': len(targets)}
   return scores
+
+
+def listops_depth_scores(workdir: str) -> dict[str, dict]:
+  """Per nesting depth of the run's own test split: accuracy of the best checkpoint and that depth's majority class."""
+  data_dir = read_config(workdir).data.data_dir or os.path.join(workdir, 'data')
+  report = listops_evaluate.evaluate_file(workdir, os.path.join(data_dir, 'basic_test.tsv'), split_name='test')
+  return {depth: {'score': group['accuracy'], 'majority': group['majority_class_accuracy'],
+                  'examples': group['examples']} for depth, group in report['by_depth'].items()}
 
 
 def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
@@ -192,9 +206,9 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
   return '\n'.join(lines) + '\n'
 
 
-def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, ylabel: str, path: str,
-         title: str) -> None:
-  """Mean score per length bucket and variant, error bars one std over seeds.
+def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, xlabel: str, ylabel: str,
+         path: str, title: str) -> None:
+  """Mean score per bucket (of length or depth) and variant, error bars one std over seeds.
 
   A variant that cannot read the longer buckets is drawn dotted with hollow markers and
   said to be in its legend entry, with a cross at the bottom of each bucket it cannot read.
@@ -217,43 +231,61 @@ def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | Non
   if baseline:
     axes.plot(positions, [baseline[b] for b in buckets], 'k--', label='majority class')
   axes.set_xticks(positions, buckets)
-  axes.set(xlabel='length bucket (tokens)', ylabel=ylabel, title=title)
+  axes.set(xlabel=xlabel, ylabel=ylabel, title=title)
   seeds = max(len(cell['values']) for cells in summary.values() for cell in cells.values())
   save_line_plot(figure, axes, path, legend_title='one run each' if seeds == 1 else
                  f'mean over {seeds} seeds, bars: 1 std')
 
 
-def plot_title(task: str, sweep_dir: str) -> str:
+# What --by can break scores down by: x-axis label, title, default report folder and plot file.
+BREAKDOWNS = {
+    'length': ('length bucket (tokens)', 'by input length, beyond the training lengths', 'length_generalisation',
+               'length_generalisation.png'),
+    'depth': ('nesting depth', "by nesting depth of each run's test split", 'depth', 'accuracy_by_depth.png'),
+}
+
+
+def plot_title(task: str, by: str, sweep_dir: str) -> str:
   what = 'ListOps test accuracy' if task == 'listops' else 'sacreBLEU of the test translations'
-  return f'{what} by input length, beyond the training lengths ({os.path.basename(os.path.normpath(sweep_dir))})'
+  return f'{what} {BREAKDOWNS[by][1]} ({os.path.basename(os.path.normpath(sweep_dir))})'
 
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--task', required=True, choices=sorted(TASKS))
   parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
-  parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (required to score).')
+  parser.add_argument('--by', choices=sorted(BREAKDOWNS), default='length',
+                      help='Buckets of input length (beyond training), or (ListOps) nesting depths of the test split.')
+  parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (required to score by '
+                      'length).')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
   parser.add_argument('--replot', action='store_true',
                       help="Redraw the plot from REPORT_DIR's summary.json alone (no runs needed); --bounds unused.")
   args = parser.parse_args(argv)
-  output_dir = args.report_dir or os.path.join(args.sweep_dir, 'length_generalisation')
+  xlabel, _, folder, plot_file = BREAKDOWNS[args.by]
+  output_dir = args.report_dir or os.path.join(args.sweep_dir, folder)
   ylabel = 'test accuracy' if args.task == 'listops' else 'sacreBLEU'
+  draw = lambda summary, buckets, baseline: plot(summary, buckets, baseline, xlabel, ylabel,
+                                                 os.path.join(output_dir, plot_file),
+                                                 plot_title(args.task, args.by, args.sweep_dir))
   if args.replot:
     with open(os.path.join(output_dir, 'summary.json')) as f:
       saved = json.load(f)
-    plot(saved['variants'], saved['buckets'], saved['majority_class'], ylabel,
-         os.path.join(output_dir, 'length_generalisation.png'), plot_title(args.task, args.sweep_dir))
+    draw(saved['variants'], saved['buckets'], saved['majority_class'])
     return
-  if not args.bounds:
-    parser.error('--bounds is required (unless --replot)')
-  bounds = [int(b) for b in args.bounds.split(',')]
-  if len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1:
+  if args.by == 'depth' and args.task != 'listops':
+    parser.error('--by=depth needs --task=listops (nesting depth is a ListOps property)')
+  if args.by == 'length' and not args.bounds:
+    parser.error('--bounds is required (unless --replot or --by=depth)')
+  bounds = [int(b) for b in args.bounds.split(',')] if args.by == 'length' else []
+  if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1):
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
-    if args.task == 'listops':
+    if args.by == 'depth':
+      scores = cached(workdir, 'listops depth', lambda: listops_depth_scores(workdir))
+    elif args.task == 'listops':
       data_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')
       scores = cached(workdir, f'listops {bounds} {args.num_samples}',
                       lambda: listops_scores(workdir, bounds, args.num_samples, data_dir))
@@ -277,8 +309,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   table = markdown_table(summary, buckets, baseline or None, digits=3 if args.task == 'listops' else 2)
   with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
     f.write(table)
-  plot(summary, buckets, baseline or None, ylabel, os.path.join(output_dir, 'length_generalisation.png'),
-       plot_title(args.task, args.sweep_dir))
+  draw(summary, buckets, baseline or None)
   print(table)
 
 

@@ -150,6 +150,21 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
     cache = json.load(f)
   assert list(cache) == ['listops [24, 32, 48] 20']  # A re-run reads these instead of scoring again.
 
+  length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--by=depth'])
+  with open(os.path.join(output_dir, 'depth', 'summary.json')) as f:
+    by_depth = json.load(f)
+  assert set(by_depth['buckets']) <= {'1', '2', '3'}  # Generator depth 4: lists nest at most 3 deep.
+  for variant in ('none', 'learned'):  # Per seed, depths weighted by their examples give the test accuracy.
+    cells = by_depth['variants'][variant]
+    examples = [cells[d]['examples'] for d in by_depth['buckets']]
+    assert sum(examples) == 32
+    for seed in (0, 1):
+      with open(os.path.join(output_dir, variant, f'seed_{seed}', 'results.json')) as f:
+        accuracy = json.load(f)['test']['accuracy']
+      weighted = sum(cells[d]['values'][seed] * n for d, n in zip(by_depth['buckets'], examples)) / 32
+      assert weighted == pytest.approx(accuracy, abs=1e-6)
+  assert os.path.getsize(os.path.join(output_dir, 'depth', 'accuracy_by_depth.png')) > 0
+
 
 def listops_tokens(row: str) -> list[str]:
   return [t for t in row.split('\t')[0].split() if t not in '()']

@@ -128,9 +128,10 @@ def test_evaluate_reports_bad_rows_with_file_and_line_or_counts_them(trained_run
     evaluate.evaluate_file(workdir, path)
   report = evaluate.evaluate_file(workdir, path, on_invalid='skip')
   assert report['examples'] == 2 and report['skipped'] == {'unknown token': 1}
-  assert report['by_depth'] == {'1': {'examples': 2, 'accuracy': report['accuracy'], 'loss': report['loss']}}
+  assert report['by_depth'] == {'1': {'examples': 2, 'accuracy': report['accuracy'], 'loss': report['loss'],
+                                      'majority_class_accuracy': 0.5}}
   command = [sys.executable, '-m', 'lra_posenc.listops.evaluate', f'--workdir={workdir}', f'--data={path}']
   process = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(TESTS_DIR), timeout=120)
   assert process.returncode == 2
-  assert process.stderr.splitlines()[-2].endswith("other.tsv:3: unknown token: '[FOO' is not in the ListOps vocabulary; "
-                                                  'to skip such rows, run with --on_invalid=skip')
+  assert process.stderr.splitlines()[-2].endswith("other.tsv:3: unknown token: '[FOO' is not in the ListOps "
+                                                  'vocabulary; to skip such rows, run with --on_invalid=skip')

@@ -38,14 +38,17 @@ def length_bucket_edges(lengths: np.ndarray, buckets: int) -> list[int]:
   return starts.tolist() + [int(lengths.max()) + 1]
 
 
-def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nll: np.ndarray) -> dict[str, dict]:
-  """Per group index i (`groups` == i, named `labels[i]`): examples, accuracy and mean loss; empty groups left out."""
+def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nll: np.ndarray,
+              targets: np.ndarray) -> dict[str, dict]:
+  """Per group index i (`groups` == i, named `labels[i]`): examples, accuracy, mean loss and the accuracy of
+  the group's own majority class (label frequencies change with depth and length); empty groups left out."""
   rows = {}
   for index, label in enumerate(labels):
     members = groups == index
     if members.any():
       rows[label] = {'examples': int(members.sum()), 'accuracy': float(correct[members].mean()),
-                     'loss': float(nll[members].mean())}
+                     'loss': float(nll[members].mean()),
+                     'majority_class_accuracy': float(np.bincount(targets[members]).max() / members.sum())}
   return rows
 
 
@@ -80,9 +83,10 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
       'majority_class': int(label_counts.argmax()),
       'majority_class_accuracy': float(label_counts.max() / len(targets)),
       'label_counts': label_counts.tolist(),
-      'by_depth': breakdown(depths, [str(d) for d in range(depths.max() + 1)], correct, nll),
+      'by_depth': breakdown(depths, [str(d) for d in range(depths.max() + 1)], correct, nll, targets),
       'by_length': breakdown(np.searchsorted(edges, lengths, side='right') - 1,
-                             [f'{low}-{high - 1}' for low, high in zip(edges[:-1], edges[1:])], correct, nll),
+                             [f'{low}-{high - 1}' for low, high in zip(edges[:-1], edges[1:])], correct, nll,
+                             targets),
   }
   name = split_name or os.path.splitext(os.path.basename(path))[0]
   output_dir = os.path.join(workdir, EVALUATIONS_DIR)
@@ -94,13 +98,14 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
 
 
 def plot_breakdown(report: dict, path: str, title: str) -> None:
-  """Accuracy by depth and by length bucket, side by side, with the file's majority class."""
+  """Accuracy by depth and by length bucket, side by side, each group with its majority class."""
   figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
   for axis, key, label in ((axes[0], 'by_depth', 'nesting depth'), (axes[1], 'by_length', 'length (tokens)')):
     groups = report[key]
     axis.plot(range(len(groups)), [g['accuracy'] for g in groups.values()], marker='o', label='accuracy')
+    axis.plot(range(len(groups)), [g['majority_class_accuracy'] for g in groups.values()], 'k--',
+              label="the group's majority class")
     axis.set_xticks(range(len(groups)), [f"{label}\nn={g['examples']}" for label, g in groups.items()])
-    axis.axhline(report['majority_class_accuracy'], color='gray', linestyle='--', label='majority class (whole file)')
     axis.set(xlabel=label, ylim=(0, 1))
   axes[0].set_ylabel('accuracy')
   axes[0].grid(alpha=0.3)
@@ -114,9 +119,9 @@ def format_report(report: dict) -> str:
            + f"; best checkpoint (step {report['best_step']}) accuracy {report['accuracy']:.4f}, loss "
            f"{report['loss']:.4f}; majority class {report['majority_class']}: {report['majority_class_accuracy']:.4f}"]
   for key, heading in (('by_depth', 'depth'), ('by_length', 'length')):
-    lines += ['', f'| {heading} | examples | accuracy | loss |', '| --- | --- | --- | --- |']
-    lines += [f"| {label} | {g['examples']} | {g['accuracy']:.4f} | {g['loss']:.4f} |"
-              for label, g in report[key].items()]
+    lines += ['', f'| {heading} | examples | accuracy | loss | majority class |', '| --- | --- | --- | --- | --- |']
+    lines += [f"| {label} | {g['examples']} | {g['accuracy']:.4f} | {g['loss']:.4f} | "
+              f"{g['majority_class_accuracy']:.4f} |" for label, g in report[key].items()]
   return '\n'.join(lines)
 
 
