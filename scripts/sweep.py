@@ -137,8 +137,8 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
     for column in columns:
       stats = summary['columns'][column]
       places = next((d for key, d in digits.items() if key in column), 3)
-      if stats['mean'] is None:
-        cells.append('not reached')
+      if stats['mean'] is None:  # No run has it: a target none reached, or a metric newer than every run.
+        cells.append('not reached' if column.startswith('steps to') else 'n/a')
         continue
       cell = f"{stats['mean']:.{places}f}" + (f" ± {stats['std']:.{places}f}" if stats['std'] is not None else '')
       if stats['count'] < len(stats['values']):  # Seeds that never reached the target, or predate the metric.

@@ -8,9 +8,11 @@ import subprocess
 import chex
 import flax
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax.training import train_state
 from conftest import assert_same_parameters, final_params, run_listops, start_worker, tiny_config, worker_results
 
 from configs.listops import lra
@@ -162,6 +164,25 @@ def test_bfloat16_training_tracks_float32(tiny_data_dir, tmp_path):
   # bfloat16 rounds to 3 significant digits; over 40 steps the curves stay within a few percent.
   np.testing.assert_allclose(losses['bfloat16'], losses['float32'], rtol=0.03)
   assert losses['float32'][-2] < losses['float32'][0]
+
+
+@pytest.mark.parametrize('weights, finite', [((1.0, 2.0), True), ((1.0, -1.0), False)])
+def test_a_step_with_a_non_finite_gradient_and_a_finite_loss_leaves_the_state_as_it_was(weights, finite):
+  def metrics(params, batch, rng):  # sqrt's gradient at -1 is NaN; the where keeps the loss finite.
+    w = params['w']
+    return {'loss': jnp.where(w > 0, jnp.sqrt(w), 0.0).sum(), 'count': jnp.ones(())}
+
+  task = trainer.Task(metrics=metrics, init_params=None, train_batches=None, eval_batches=None,
+                      selection_metric='accuracy', artifacts={}, baselines={})
+  state = train_state.TrainState.create(apply_fn=None, params={'w': jnp.array(weights)}, tx=optax.adam(0.1))
+  step = jax.pmap(lambda s, r, stop: trainer.train_step(s, {}, r, stop, task=task), axis_name=trainer.AXIS,
+                  devices=jax.local_devices()[:1])
+  expand = lambda tree: jax.tree.map(lambda x: np.asarray(x)[None], tree)
+  new, _, info = step(expand(state), expand(jax.random.PRNGKey(0)), np.zeros(1, bool))
+  assert bool(info['finite'][0]) == finite and np.isfinite(info['grad_norm'][0]) == finite
+  unchanged = jax.tree.map(lambda a, b: np.array_equal(np.asarray(a)[0], b), new, state)
+  assert all(jax.tree.leaves(unchanged)) != finite  # A finite step moves step, parameters and Adam's moments.
+  assert int(new.step[0]) == int(finite)
 
 
 @pytest.mark.parametrize('key, value, message', [

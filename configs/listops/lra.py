@@ -40,7 +40,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       seed=0, num_train_samples=96000, num_valid_samples=2000, num_test_samples=2000,
       max_depth=10, max_args=10, longer_than=500, shorter_than=2000, label_modulus=10))
   # Label-preserving changes to training expressions, each a probability (lra_posenc/listops/augment.py):
-  # permute a list's arguments; replace a list below the root by its value.
+  # permute a list's arguments; replace a list below the root by its value. Done in Python on the host, in
+  # the train loop's thread: 30-50 ms per batch of 32 LRA-length expressions on a shared 2-core CPU.
   config.data.augment = ml_collections.ConfigDict(dict(shuffle_arguments=0.0, contract_subtrees=0.0))
 
   config.model = ml_collections.ConfigDict()

@@ -22,6 +22,7 @@ from lra_posenc.listops import input_pipeline
 from lra_posenc.listops.train import create_model, example_outcomes
 from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli
+from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.trainer import write_json
@@ -58,16 +59,22 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
   if 'generator' not in read_config(workdir).data:
     raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has no data.generator (another task '
                      'trained it); give a workdir of lra_posenc.listops.train')
+  if length_buckets < 1:
+    raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
   config, params, step = restore_best(workdir)
   model = create_model(config)
   dataset, read_report = input_pipeline.read_split(
       path, max_length=max_length or config.data.max_length, num_classes=config.data.num_classes,
       on_invalid=on_invalid or config.data.on_invalid, skip_option='--on_invalid=skip')
-  outcomes = jax.jit(lambda batch: example_outcomes(model, params, batch, None))
+  # Padded to the longest expression present, not to max_length: an encoding bound to its training
+  # length reads a file of shorter expressions whatever --max_length says.
+  longest = int(input_pipeline.expression_lengths(dataset.arrays['inputs']).max())
+  dataset = ArrayDataset(dataset.arrays | {'inputs': dataset.arrays['inputs'][:, :longest]})
+  outcomes = jax.jit(lambda params, batch: example_outcomes(model, params, batch, None))
   nll, correct = [], []
   for batch in dataset.eval_batches(config.evaluation.batch_size):
     real = batch['weight'] > 0
-    batch_nll, batch_correct = jax.device_get(outcomes(batch))
+    batch_nll, batch_correct = jax.device_get(outcomes(params, batch))
     nll.append(batch_nll[real])
     correct.append(batch_correct[real])
   nll, correct = np.concatenate(nll), np.concatenate(correct)

@@ -142,11 +142,12 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   example = jnp.zeros((1, config.data.max_length), jnp.int32)
 
   def train_batches(start: int):
-    batches = datasets['train'].train_batches(config.training.batch_size, seed=config.seed, start=start)
+    shard = HostShard.current()
+    batches = datasets['train'].train_batches(config.training.batch_size, seed=config.seed, start=start, shard=shard)
     if not augment.is_active(config.data.augment):
       return batches
-    first_row = HostShard.current().slice(config.training.batch_size).start
-    return augment.augmented_batches(batches, config.data.augment, seed=config.seed, start=start, first_row=first_row)
+    return augment.augmented_batches(batches, config.data.augment, seed=config.seed, start=start,
+                                     first_row=shard.slice(config.training.batch_size).start)
 
   return trainer.Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],

@@ -99,23 +99,24 @@ def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, param
 def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float
                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Per token: the label-smoothed cross-entropy minus its floor (0 when the prediction is the smoothed
-  target), the NLL of the target, and whether the target's logit is the largest (a tie counts).
+  target), the NLL of the target, and whether the target is the argmax (the first of tied logits, as
+  greedy decoding picks).
 
-  With z the logits, lse their log-sum-exp, V the vocabulary, c = 1 - label_smoothing and
-  o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
-  lse - (c - o) z_t - o sum_j z_j: one pass of reductions over the logits, with no log-probability
-  table, whose [tokens, V] passes forward and backward cost more than the rest of the loss.
+  With s the logits minus their max, lse the log-sum-exp of s, V the vocabulary, c = 1 - label_smoothing
+  and o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
+  lse - (c - o) s_t - o sum_j s_j: reductions over the logits, with no log-probability table, whose
+  [tokens, V] passes forward and backward cost more than the rest of the loss.
   """
   logits = logits.astype(jnp.float32)
   vocab_size = logits.shape[-1]
   confidence = 1.0 - label_smoothing
   off_value = label_smoothing / (vocab_size - 1)
   floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
-  largest = jax.lax.stop_gradient(logits.max(-1))
-  log_sum_exp = largest + jnp.log(jnp.exp(logits - largest[..., None]).sum(-1))
-  target_logits = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-  smoothed = log_sum_exp - (confidence - off_value) * target_logits - off_value * logits.sum(-1)
-  return smoothed - floor, log_sum_exp - target_logits, target_logits >= largest
+  shifted = logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True))  # Terms of the size of the spread.
+  log_sum_exp = jnp.log(jnp.exp(shifted).sum(-1))
+  target_shifted = jnp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+  smoothed = log_sum_exp - (confidence - off_value) * target_shifted - off_value * shifted.sum(-1)
+  return smoothed - floor, log_sum_exp - target_shifted, jnp.argmax(logits, -1) == targets
 
 
 def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float | str]:
