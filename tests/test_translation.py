@@ -295,12 +295,16 @@ def test_token_losses_against_a_float64_oracle(label_smoothing, scale, shift):
   np.testing.assert_allclose(nll, -np.take_along_axis(log_p, np.asarray(targets)[..., None], -1)[..., 0],
                              rtol=1e-5, atol=2e-5)
   np.testing.assert_array_equal(correct, z.argmax(-1) == np.asarray(targets))
+  _, _, tied_or_first = train.token_losses(logits, targets, label_smoothing, exact_accuracy=False)
+  np.testing.assert_array_equal(tied_or_first, correct)  # Random float32 logits have no ties.
 
 
 def test_token_accuracy_counts_the_first_of_tied_logits_as_greedy_decoding_does():
   logits = jnp.zeros((1, 2, 8)).at[0, :, 3].set(1.0).at[0, :, 5].set(1.0)  # Tokens 3 and 5 tie.
   _, _, correct = train.token_losses(logits, jnp.array([[3, 5]]), 0.1)
   assert correct.tolist() == [[True, False]]
+  _, _, correct = train.token_losses(logits, jnp.array([[3, 5]]), 0.1, exact_accuracy=False)  # Training steps.
+  assert correct.tolist() == [[True, True]]
 
 
 @pytest.mark.slow
