@@ -101,8 +101,8 @@ def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, 
   """Per token: the label-smoothed cross-entropy minus its floor (0 when the prediction is the smoothed
   target), the NLL of the target, and whether the target is predicted: with `exact_accuracy` the argmax
   (the first of tied logits, as greedy decoding picks; evaluation), else any logit tied for the max
-  (training steps: no argmax pass over the logits, 3% of the translation step; exact ties do not occur
-  in float32 logits in practice, but do in about 3% of bfloat16 rows).
+  (training steps: no argmax pass over the logits, about 3% of the translation step in a profile;
+  exact ties do not occur in float32 logits in practice, but can in bfloat16).
 
   With s the logits minus their max, lse the log-sum-exp of s, V the vocabulary, c = 1 - label_smoothing
   and o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
