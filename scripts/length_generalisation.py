@@ -97,7 +97,7 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
   config, params, _ = restore_best(workdir)
   model = listops_train.create_model(config)
   metrics = jax.jit(lambda p, batch: listops_train.classification_metrics(model, p, batch, None))
-  test_dir = config.data.data_dir or os.path.join(workdir, 'data')
+  test_dir = listops_train.data_directory(config, workdir)
   sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
   for low, high in zip(bounds[:-1], bounds[1:]):
     sets[bucket_label(low, high)] = (listops_length_set(config.data.generator, low, high, num_samples, data_dir),
@@ -121,7 +121,7 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
 
 def listops_depth_scores(workdir: str) -> dict[str, dict]:
   """Per nesting depth of the run's own test split: accuracy of the best checkpoint and that depth's majority class."""
-  data_dir = read_config(workdir).data.data_dir or os.path.join(workdir, 'data')
+  data_dir = listops_train.data_directory(read_config(workdir), workdir)
   report = listops_evaluate.evaluate_file(workdir, os.path.join(data_dir, 'basic_test.tsv'), split_name='test')
   return {depth: {'score': group['accuracy'], 'majority': group['majority_class_accuracy'],
                   'examples': group['examples']} for depth, group in report['by_depth'].items()}

@@ -87,10 +87,15 @@ def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
   """
   if config.data.data_dir:
     return config.data.data_dir
-  data_dir = os.path.join(workdir, 'data')
+  data_dir = data_directory(config, workdir)
   distributed.on_primary(lambda: _generate_unless_present(data_dir, config.data.generator.to_dict()),
                          f'generating ListOps into {data_dir}')
   return data_dir
+
+
+def data_directory(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """Where a run's ListOps files are: `data.data_dir`, or WORKDIR/data where they were generated."""
+  return config.data.data_dir or os.path.join(workdir, 'data')
 
 
 def _generate_unless_present(data_dir: str, spec: dict) -> None:
