@@ -49,8 +49,10 @@ def parse_variant(spec: str) -> Variant:
 def save_line_plot(figure, axes, path: str, *, legend_title: str | None = None) -> None:
   """The comparison plots' common finish: grid, the legend beside the axes (never over data), PNG, figure closed."""
   axes.grid(alpha=0.3)
+  axes.title.set_wrap(True)  # A long title over axes narrowed by the legend would run off the figure's left edge.
   axes.legend(fontsize='small', title=legend_title, title_fontsize='small', loc='upper left',
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
   figure.tight_layout()
+  figure.tight_layout()  # Again: the wrapped title's height is known only once the legend has narrowed the axes.
   figure.savefig(path, dpi=120)
   plt.close(figure)
