@@ -46,6 +46,13 @@ def parse_variant(spec: str) -> Variant:
   return Variant(spec, name, tuple(overrides))
 
 
+def comparison_figure(num_variants: int):
+  """A figure and axes for one line per variant, each variant its own colour (tab10, or tab20 past ten)."""
+  figure, axes = plt.subplots(figsize=(10, 5))
+  axes.set_prop_cycle(color=plt.get_cmap('tab10' if num_variants <= 10 else 'tab20').colors)
+  return figure, axes
+
+
 def save_line_plot(figure, axes, path: str, *, legend_title: str | None = None) -> None:
   """The comparison plots' common finish: grid, the legend beside the axes (never over data), PNG, figure closed."""
   axes.grid(alpha=0.3)

@@ -35,12 +35,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 import jax
-import matplotlib
 import ml_collections
 import numpy as np
-
-matplotlib.use('Agg')  # Files only; no display.
-import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,7 +45,7 @@ from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import evaluate as listops_evaluate  # noqa: E402
 from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
 from lra_posenc.listops import train as listops_train  # noqa: E402
-from lra_posenc.sweeps import save_line_plot, spec_of_directory  # noqa: E402
+from lra_posenc.sweeps import comparison_figure, save_line_plot, spec_of_directory  # noqa: E402
 from lra_posenc.tasks import TASKS  # noqa: E402
 from lra_posenc.training.checkpointing import read_config, restore_best  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
@@ -213,7 +209,7 @@ def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | Non
   A variant that cannot read the longer buckets is drawn dotted with hollow markers and
   said to be in its legend entry, with a cross at the bottom of each bucket it cannot read.
   """
-  figure, axes = plt.subplots(figsize=(10, 5))
+  figure, axes = comparison_figure(len(summary))
   positions = np.arange(len(buckets))
   blind = 0  # Variants drawn so far that cannot extrapolate: their crosses sit side by side.
   for variant, cells in summary.items():

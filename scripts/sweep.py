@@ -32,16 +32,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-import matplotlib
 import numpy as np
-
-matplotlib.use('Agg')  # Files only; no display.
-import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import encodings  # noqa: E402
-from lra_posenc.sweeps import Variant, parse_variant, save_line_plot  # noqa: E402
+from lra_posenc.sweeps import Variant, comparison_figure, parse_variant, save_line_plot  # noqa: E402
 from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
 from lra_posenc.training.metric_writer import read_history  # noqa: E402
 
@@ -150,7 +146,7 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
 
 def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, label: str, path: str, title: str) -> None:
   """Validation `metric` (`label` on the axis) against step: per variant the mean over seeds, shaded min to max."""
-  figure, axes = plt.subplots(figsize=(10, 5))
+  figure, axes = comparison_figure(len(histories))
   for variant, runs in histories.items():
     steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
     if not steps:
