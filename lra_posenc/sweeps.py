@@ -46,7 +46,7 @@ def parse_variant(spec: str) -> Variant:
   return Variant(spec, name, tuple(overrides))
 
 
-def comparison_figure(num_variants: int):
+def comparison_figure(num_variants: int) -> tuple[plt.Figure, plt.Axes]:
   """A figure and axes for one line per variant, each variant its own colour (tab10, or tab20 past ten)."""
   figure, axes = plt.subplots(figsize=(10, 5))
   axes.set_prop_cycle(color=plt.get_cmap('tab10' if num_variants <= 10 else 'tab20').colors)

@@ -59,6 +59,14 @@ def test_variants_name_encoding_options_or_any_config_key():
     sweeps.parse_variant('legendre:grid')
 
 
+@pytest.mark.parametrize('num_variants', [3, 10, 12, 20])
+def test_comparison_plots_give_every_variant_its_own_colour(num_variants):
+  figure, axes = sweeps.comparison_figure(num_variants)
+  lines = [axes.plot([0, 1], [i, i])[0] for i in range(num_variants)]
+  assert len({line.get_color() for line in lines}) == num_variants
+  sweeps.plt.close(figure)
+
+
 def test_steps_to_target_is_the_first_crossing():
   history = [{'step': 10, 'accuracy': 0.2}, {'step': 20, 'accuracy': 0.5}, {'step': 30, 'accuracy': 0.4}]
   assert sweep.steps_to_target(history, 'accuracy', 0.45) == 20
