@@ -86,7 +86,7 @@ def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
                      length_buckets=(8, 16))
   config.data.tokenizer.vocab_size = 64
   config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, dropout_rate=0.0,
-                      attention_dropout_rate=0.0)
+                      attention_dropout_rate=0.0, activation_dropout_rate=0.0)
   config.optimizer.update(learning_rate=3e-3, warmup_steps=20)
   config.training.update(batch_size=16, num_train_steps=20, log_every_steps=10)
   config.training.update(**training)

@@ -67,7 +67,8 @@ def test_listops_two_processes_match_one(listops_runs):
 
 
 def test_translation_two_processes_match_one(toy_corpus, tmp_path):
-  options = ('--task', 'translation', '--checkpoint_every', '12')
+  # Token-budget batches: 12 sentences of bucket 8, 4 of bucket 16, split over 2 processes x 2 devices.
+  options = ('--task', 'translation', '--checkpoint_every', '12', '--set', 'training.max_tokens=96')
   one = worker_results(start_worker(toy_corpus, tmp_path / 'one', 12, *options, '--dropout', '0.1',
                                     '--out', str(tmp_path / 'one.npz'), devices=4))
   with worker_group(toy_corpus, tmp_path / 'two', 12, *options, '--dropout', '0.1', '--out', str(tmp_path / 'two.npz'),
@@ -162,6 +163,17 @@ def test_a_checkpoint_one_process_cannot_read_is_passed_over_by_every_process(tm
   assert [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs] == [{'w': [4.0] * 3,
                                                                                     'record': {'step': 4}}] * 2
   assert (tmp_path / 'checkpoints.unreadable' / '8' / 'state').is_dir()
+
+
+def test_patience_and_averaging_end_every_process_at_one_step(tiny_data_dir, tmp_path):
+  # A learning rate of 1e-12 leaves every prediction as it was: patience 3 ends the run at the fourth evaluation.
+  options = ('--set', 'optimizer.learning_rate=1e-12', '--set', 'evaluation.every_steps=2', '--set',
+             'training.patience=3', '--set', 'evaluation.average_last=2')
+  with worker_group(tiny_data_dir, tmp_path, 40, *options, processes=2, devices=2) as workers:
+    results = group_results(workers)
+  assert [r['training_ended'] for r in results] == [{'reason': 'patience', 'step': 8}] * 2
+  assert [r['averaged']['steps'] for r in results] == [[6, 8]] * 2
+  assert comparable(results[0]) == comparable(results[1])
 
 
 # Errors that name what is wrong.

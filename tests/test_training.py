@@ -205,7 +205,7 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_finished_one_keeps_its
   config.data.augment.shuffle_arguments = 0.5  # and the augmentation's draws.
   straight = run_listops(config, tmp_path / 'straight')
   assert run_listops(config, tmp_path / 'resumed', should_stop=lambda step: step == 17) == {
-      'status': 'stopped', 'step': 17}
+      'status': 'stopped', 'step': 17, 'training_ended': {'reason': 'stop_request', 'step': 17}}
   with Checkpoints(str(tmp_path / 'resumed'), max_to_keep=2) as checkpoints:
     assert checkpoints.latest_step() == 17  # The stop saved (test_reliability's SIGTERM test resumes from such).
   shutil.rmtree(tmp_path / 'resumed' / 'checkpoints' / '17')  # As if killed at 17: step 15 logged, 10 saved.
@@ -229,3 +229,56 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_finished_one_keeps_its
   again = run_listops(config, tmp_path / 'resumed')  # Already finished: the record stays as it was.
   assert again == json.loads(files['results.json'])
   assert {name: (tmp_path / 'resumed' / name).read_text() for name in files} == files
+
+
+def validation_history(workdir) -> list[tuple[int, float]]:
+  return [(record['step'], record['accuracy']) for record in read_history(str(workdir), 'validation')]
+
+
+@pytest.mark.slow
+def test_patience_stops_after_that_many_evaluations_without_improvement_and_resumes_alike(tiny_data_dir, tmp_path):
+  # A learning rate of 1e-12 leaves every prediction as it was: each evaluation after the first is no better.
+  config = tiny_config(tiny_data_dir, num_train_steps=40, patience=3)
+  config.optimizer.learning_rate = 1e-12
+  config.evaluation.every_steps = 2
+  stopped = run_listops(config, tmp_path, should_stop=lambda step: step == 5)
+  assert stopped == {'status': 'stopped', 'step': 5, 'training_ended': {'reason': 'stop_request', 'step': 5}}
+  results = run_listops(config, tmp_path)  # Resumed at 5: the count of stale evaluations is in the record.
+  assert results['training_ended'] == {'reason': 'patience', 'step': 8} and results['step'] == 8
+  assert results['best_step'] == 2 and [step for step, _ in validation_history(tmp_path)] == [2, 4, 6, 8]
+  assert run_listops(config, tmp_path) == json.loads((tmp_path / 'results.json').read_text())  # Finished: kept.
+  config.training.patience = 5  # More patience continues the run from where it stopped.
+  assert run_listops(config, tmp_path)['training_ended'] == {'reason': 'patience', 'step': 12}
+
+
+@pytest.mark.slow
+def test_patience_stops_where_a_full_run_stops_improving_and_averaging_is_the_mean_of_the_evaluated(
+    tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=40)
+  config.evaluation.every_steps = config.checkpoint.every_steps = 2
+  config.checkpoint.max_to_keep = 20
+  run_listops(config, tmp_path / 'full')
+  history = validation_history(tmp_path / 'full')
+  best, stale, expected_stop = -1.0, 0, None  # Where patience 2 must end, read from the full run's history.
+  for step, accuracy in history:
+    best, stale = (accuracy, 0) if accuracy > best else (best, stale + 1)
+    if stale == 2:
+      expected_stop = step
+      break
+  assert expected_stop is not None and expected_stop < 40, history  # Else this run tests nothing.
+
+  config.training.patience, config.evaluation.average_last = 2, 3
+  results = run_listops(config, tmp_path / 'patient')
+  assert results['training_ended'] == {'reason': 'patience', 'step': expected_stop}
+  assert validation_history(tmp_path / 'patient') == [entry for entry in history if entry[0] <= expected_stop]
+  steps = [expected_stop - 4, expected_stop - 2, expected_stop]
+  assert results['averaged']['steps'] == steps
+  # The averaged parameters, computed here from the run's own checkpoints, score as reported.
+  params = [final_params(tmp_path / 'patient', step) for step in steps]
+  mean = jax.tree.map(lambda *leaves: np.mean(np.stack(leaves), axis=0), *params)
+  task = train.create_task(config, str(tmp_path / 'patient'))
+  _, p_eval_step = trainer.pmapped_steps(task)
+  for split, reported in (('validation', results['averaged']['validation']), ('test', results['averaged']['test'])):
+    scored = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(mean), task.eval_batches(split))
+    assert scored == pytest.approx(reported, rel=1e-6), split
+  assert results['averaged']['test'] != results['test']  # Not the best checkpoint's scores under another name.

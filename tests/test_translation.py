@@ -26,6 +26,7 @@ from lra_posenc.data.files import DataError
 from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
+from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
@@ -42,11 +43,13 @@ def run(config, workdir, should_stop=None):
   return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
 
 
-def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True) -> Seq2SeqTransformer:
+def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True, norm_position: str = 'pre',
+                activation: str = 'gelu') -> Seq2SeqTransformer:
   model = ml_collections.ConfigDict(dict(
       emb_dim=32, num_heads=4, num_layers=2, qkv_dim=32, mlp_dim=64, dropout_rate=0.0, attention_dropout_rate=0.0,
-      pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config(), dtype='float32',
-      attention_implementation='auto', remat=False))
+      activation_dropout_rate=0.0, pos_encoding=pos_encoding, pos_encoding_options=encodings.options_config(),
+      dtype='float32', attention_implementation='auto', remat=False, norm_position=norm_position,
+      activation=activation))
   return Seq2SeqTransformer(transformer_config(model, max_len=max_len), source_vocab_size=24, target_vocab_size=24,
                             share_embeddings=share_embeddings, bos_id=BOS_ID)
 
@@ -114,12 +117,47 @@ def test_bucketed_batches_are_deterministic_and_cut_to_their_bucket(toy_corpus, 
     assert (batch['lengths'] <= width).all() and (width == 8 or (batch['lengths'] > 8).all())
 
 
+def test_token_budget_batches_fill_the_budget_resume_and_split_across_hosts():
+  rng = np.random.default_rng(0)
+  lengths = rng.integers(1, 33, 500).astype(np.int32)
+  ids = np.repeat(np.arange(500, dtype=np.int32)[:, None], 32, axis=1)  # Each row names its example.
+  dataset = ArrayDataset({'inputs': ids, 'lengths': lengths})
+  buckets, budget, cap, devices = (8, 16, 32), 200, 20, 4
+  batches = functools.partial(dataset.bucketed_train_batches, cap, buckets=buckets, lengths_key='lengths',
+                              sequence_keys=('inputs',), seed=3, max_tokens=budget, multiple_of=devices)
+  first = list(itertools.islice(batches(shard=HostShard(0, 1)), 150))
+  examples = {}
+  for batch in first:
+    size, width = batch['inputs'].shape
+    examples.setdefault(width, set()).add(size)
+    # The most examples, a multiple of the devices, within the budget and the cap.
+    assert size % devices == 0 and size * width <= budget and size <= cap
+    assert (size + devices) * width > budget or size + devices > cap
+    lower = max([0] + [bound for bound in buckets if bound < width])
+    assert ((batch['lengths'] > lower) & (batch['lengths'] <= width)).all()
+  assert examples == {8: {20}, 16: {12}, 32: {4}}
+  seen = np.concatenate([batch['inputs'][:, 0] for batch in first])
+  per_epoch = len(dataset._bucketed_epoch(3, 0, (20, 12, 4), buckets, 'lengths'))
+  epoch = seen[:sum(len(b['inputs']) for b in first[:per_epoch])]
+  assert len(set(epoch.tolist())) == len(epoch)  # No example twice in an epoch.
+  assert len(first) > per_epoch  # Crosses into the next epoch.
+  for got, expected in zip(batches(start=97, shard=HostShard(0, 1)), first[97:]):  # Resume at any step.
+    chex.assert_trees_all_equal(got, expected)
+  hosts = [batches(shard=HostShard(index, 2)) for index in range(2)]
+  for expected, *parts in zip(first, *hosts):  # Two hosts hold the halves of every global batch.
+    chex.assert_trees_all_equal(jax.tree.map(lambda *x: np.concatenate(x), *parts), expected)
+  with pytest.raises(ValueError, match=r'training.max_tokens=100 holds fewer than 4 examples of the length bucket 32'):
+    next(batches(max_tokens=100))
+
+
 # Decoding.
 
 @pytest.mark.slow
-@pytest.mark.parametrize('pos_encoding', list(encodings.REGISTRY))
-def test_cached_decoding_equals_full_forward(pos_encoding):
-  model = small_model(pos_encoding)
+@pytest.mark.parametrize('pos_encoding,norm_position,activation',
+                         [(name, 'pre', 'gelu') for name in encodings.REGISTRY]
+                         + [('sinusoidal', 'post', 'relu'), ('rope', 'post', 'relu')])
+def test_cached_decoding_equals_full_forward(pos_encoding, norm_position, activation):
+  model = small_model(pos_encoding, norm_position=norm_position, activation=activation)
   sources, targets = toy_batch()
   params = random_params(model, sources, targets)
   full = model.apply({'params': params}, sources, targets, train=False)
@@ -139,8 +177,23 @@ def test_cached_decoding_equals_full_forward(pos_encoding):
   np.testing.assert_allclose(jnp.stack(stepwise, axis=1), full, atol=2e-5)
 
 
-def test_decoder_is_causal():
-  model = small_model('rope')
+def test_embedding_scalings_are_one_function_of_tables_a_factor_sqrt_d_apart():
+  model = small_model('sinusoidal', norm_position='post')
+  sources, targets = toy_batch()
+  params = random_params(model, sources, targets)
+  scaled = model.clone(embedding_scaling='sqrt_dim')
+  table = params['source_embed']['embedding']
+  scaled_params = params | {'source_embed': {'embedding': table / np.sqrt(table.shape[1])}}
+  np.testing.assert_allclose(scaled.apply({'params': scaled_params}, sources, targets, train=False),
+                             model.apply({'params': params}, sources, targets, train=False), rtol=1e-5, atol=1e-5)
+  initial = scaled.init(jax.random.PRNGKey(0), sources, targets, train=False)['params']['source_embed']['embedding']
+  # N(0, 1/d) entries: the std of 768 draws is within 4 standard errors (1 / sqrt(2 * 768) each) of 1/sqrt(d).
+  assert abs(float(initial.std()) * np.sqrt(table.shape[1]) - 1) < 4 / np.sqrt(2 * table.size)
+
+
+@pytest.mark.parametrize('norm_position', ['pre', 'post'])
+def test_decoder_is_causal(norm_position):
+  model = small_model('rope', norm_position=norm_position)
   sources, targets = toy_batch()
   params = random_params(model, sources, targets)
   changed = targets.at[:, 6:].set(5)
@@ -341,12 +394,14 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
 
 @pytest.mark.slow
 def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
-  config = toy_config(toy_corpus, num_train_steps=12)
+  # Token-budget batches: 24 sentences of bucket 8, 12 of bucket 16.
+  config = toy_config(toy_corpus, num_train_steps=12, batch_size=32, max_tokens=192)
   config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1)  # Resume must restore the dropout keys too.
   config.checkpoint.every_steps = 12
   config.decoding.beam_size = 1
   straight = run(config, tmp_path / 'straight')
-  assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {'status': 'stopped', 'step': 5}
+  assert run(config, tmp_path / 'resumed', should_stop=lambda step: step == 5) == {
+      'status': 'stopped', 'step': 5, 'training_ended': {'reason': 'stop_request', 'step': 5}}
   resumed = run(config, tmp_path / 'resumed')
   assert resumed['steps_this_run'] == 7
   chex.assert_trees_all_equal(final_params(tmp_path / 'straight', 12),

@@ -2,12 +2,13 @@
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS \
         [--task listops|translation] [--out OUT.npz] [--checkpoint_every N] [--dropout RATE] \
-        [--coordinator_address HOST:PORT --num_processes N --process_id I]
+        [--set SECTION.KEY=VALUE ...] [--coordinator_address HOST:PORT --num_processes N --process_id I]
 
 Prints the results (without the config) as one JSON line; with --out, process 0 also
 saves the final parameters (every process takes part in restoring them).
 """
 import argparse
+import ast
 import json
 
 import jax
@@ -31,6 +32,7 @@ def main() -> None:
   parser.add_argument('--checkpoint_every', type=int, default=10)
   parser.add_argument('--dropout', type=float, default=0.0)
   parser.add_argument('--batch_size', type=int)
+  parser.add_argument('--set', action='append', default=[], help='SECTION.KEY=VALUE (a Python literal)')
   parser.add_argument('--coordinator_address')
   parser.add_argument('--num_processes', type=int)
   parser.add_argument('--process_id', type=int)
@@ -43,7 +45,12 @@ def main() -> None:
   config.checkpoint.every_steps = args.checkpoint_every
   if args.batch_size:
     config.training.batch_size = args.batch_size
-  config.model.update(dropout_rate=args.dropout, attention_dropout_rate=args.dropout)
+  config.model.update(dropout_rate=args.dropout, attention_dropout_rate=args.dropout,
+                      activation_dropout_rate=args.dropout)
+  for setting in args.set:
+    path, value = setting.split('=', 1)
+    section, key = path.rsplit('.', 1)
+    config[section][key] = ast.literal_eval(value)
   results = trainer.train_and_evaluate(config, args.workdir, create_task(config, args.workdir))
   if args.out:
     leaves = jax.tree_util.tree_leaves_with_path(final_params(args.workdir, args.steps))  # Every process restores.

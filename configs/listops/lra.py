@@ -51,8 +51,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.qkv_dim = 512
   config.model.mlp_dim = 1024
   config.model.classifier_dim = 1024
-  config.model.dropout_rate = 0.1
+  config.model.dropout_rate = 0.1  # Of embeddings and of every sublayer's output.
   config.model.attention_dropout_rate = 0.1
+  config.model.activation_dropout_rate = 0.1  # Of the MLP's hidden layer.
+  config.model.norm_position = 'pre'  # Or 'post' (Vaswani et al.).
+  config.model.activation = 'gelu'  # Or 'relu'.
   config.model.pooling = 'cls'
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_placement = 'input'  # Or 'after_encoder' (the Chebyshev-PE study's placement).
@@ -76,12 +79,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.training = ml_collections.ConfigDict()
   config.training.batch_size = 32
   config.training.num_train_steps = 5000
+  config.training.patience = 0  # > 0: stop after this many evaluations without a better validation accuracy.
   config.training.log_every_steps = 100
 
   config.evaluation = ml_collections.ConfigDict()
   config.evaluation.batch_size = 256
   config.evaluation.every_steps = 500
   config.evaluation.selection_metric = 'accuracy'  # What picks the best checkpoint (validation, higher is better).
+  # > 0: also score the mean of the parameters of the last this many evaluations (checkpoint averaging).
+  config.evaluation.average_last = 0
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 500
@@ -92,7 +98,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.generator.update(num_train_samples=20000, num_valid_samples=1000, num_test_samples=1000,
                                  max_depth=3, max_args=5, longer_than=10, shorter_than=64)
     config.model.update(emb_dim=64, qkv_dim=64, mlp_dim=128, classifier_dim=128, num_heads=4, num_layers=2,
-                        dropout_rate=0.0, attention_dropout_rate=0.0)
+                        dropout_rate=0.0, attention_dropout_rate=0.0, activation_dropout_rate=0.0)
     config.optimizer.update(learning_rate=1e-3, warmup_steps=200)
     config.training.update(batch_size=32, num_train_steps=3000, log_every_steps=100)
     config.evaluation.update(every_steps=250)

@@ -24,7 +24,7 @@ from lra_posenc import encodings
 MULTI30K_TEST_SPLITS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 
 
-VARIANTS = (None, 'cpu', 'sweep')
+VARIANTS = (None, 'cpu', 'sweep', 'tiny')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -53,9 +53,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.num_layers = 6  # Each of encoder and decoder.
   config.model.qkv_dim = 512
   config.model.mlp_dim = 2048
-  config.model.dropout_rate = 0.1
+  config.model.dropout_rate = 0.1  # Of embeddings and of every sublayer's output.
   config.model.attention_dropout_rate = 0.1
+  config.model.activation_dropout_rate = 0.1  # Of the MLP's hidden layer.
+  config.model.norm_position = 'pre'  # Or 'post' (Vaswani et al., fairseq).
+  config.model.activation = 'gelu'  # Or 'relu'.
   config.model.share_embeddings = True
+  config.model.embedding_scaling = 'none'  # Or 'sqrt_dim' (Vaswani et al., fairseq): lra_posenc/models/seq2seq.py.
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_options = encodings.options_config()
   config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
@@ -78,8 +82,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.optimizer.grad_clip_norm = 0.0
 
   config.training = ml_collections.ConfigDict()
-  config.training.batch_size = 128
+  config.training.batch_size = 128  # Sentence pairs per step; with max_tokens, the most per step.
+  config.training.max_tokens = 0  # > 0: a budget of padded tokens per step (fairseq's --max-tokens).
   config.training.num_train_steps = 10000
+  config.training.patience = 0  # > 0: stop after this many evaluations without a better selection metric.
   config.training.log_every_steps = 100
 
   config.evaluation = ml_collections.ConfigDict()
@@ -88,6 +94,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # What picks the best checkpoint: 'accuracy' (validation token accuracy, teacher-forced) or 'bleu'
   # (sacreBLEU of greedy decoding of the validation split at every evaluation; slower). They can disagree.
   config.evaluation.selection_metric = 'accuracy'
+  # > 0: also score the mean of the parameters of the last this many evaluations (checkpoint averaging).
+  config.evaluation.average_last = 0
 
   config.decoding = ml_collections.ConfigDict()
   config.decoding.beam_size = 4
@@ -117,4 +125,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.training.num_train_steps = 1500
     config.evaluation.every_steps = 250
     config.checkpoint.every_steps = 250
+  if arg == 'tiny':
+    config.data.length_buckets = (12, 16, 20, 24, 32, 40, 64)  # 341 ... 64 sentences in 4096 tokens.
+    config.model.update(emb_dim=128, qkv_dim=128, mlp_dim=256, num_heads=4, num_layers=4, dropout_rate=0.3,
+                        attention_dropout_rate=0.0, activation_dropout_rate=0.0, norm_position='post',
+                        activation='relu', embedding_scaling='sqrt_dim')
+    config.optimizer.update(learning_rate=5e-3, warmup_steps=2000, eps=1e-8)
+    config.training.update(batch_size=1024, max_tokens=4096, num_train_steps=8000, patience=10)
+    config.evaluation.update(batch_size=256, every_steps=100, average_last=5)
+    config.checkpoint.update(every_steps=500)
+    config.decoding.update(beam_size=5, length_penalty=1.0, batch_size=256)
   return config

@@ -7,6 +7,12 @@ import jax.numpy as jnp
 from lra_posenc.models.transformer import Decoder, Encoder, TransformerConfig
 
 Array = jax.Array
+# How token embeddings are parametrised; the two compute the same function at initialisation.
+# 'none': table entries ~ N(0, 1), looked up as they are, tied output logits y.E^T / sqrt(d) (Flax's WMT
+# example). 'sqrt_dim': entries ~ N(0, 1/d), lookups times sqrt(d), tied logits y.E^T (Vaswani et al. 2017,
+# section 3.4; fairseq). Adam steps every entry by about the learning rate, so the second table moves
+# sqrt(d) times faster relative to its size.
+EMBEDDING_SCALINGS = ('none', 'sqrt_dim')
 
 
 def shift_right(targets: Array, bos_id: int) -> Array:
@@ -18,8 +24,8 @@ class Seq2SeqTransformer(nn.Module):
   """Maps source ids [batch, source_length] and target ids to next-token logits.
 
   With `share_embeddings` one table embeds source and target tokens and, transposed,
-  gives the output logits (scaled by 1/sqrt(d), as the table is initialised with unit
-  variance); that needs one joint vocabulary. Token id `pad_id` marks padding.
+  gives the output logits; that needs one joint vocabulary. `embedding_scaling` (one of
+  EMBEDDING_SCALINGS) says how the tables are parametrised. Token id `pad_id` marks padding.
   """
   config: TransformerConfig
   source_vocab_size: int
@@ -28,13 +34,16 @@ class Seq2SeqTransformer(nn.Module):
   bos_id: int
   pad_id: int = 0
   decode: bool = False
+  embedding_scaling: str = 'none'
 
   def setup(self):
     cfg = self.config
     if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
       raise ValueError('shared embeddings need one joint vocabulary; got source and target vocabularies of '
                        f'{self.source_vocab_size} and {self.target_vocab_size} tokens')
-    embed = lambda size, name: nn.Embed(size, cfg.emb_dim, embedding_init=nn.initializers.normal(1.0), name=name)
+    self.lookup_scale = cfg.emb_dim ** 0.5 if self.embedding_scaling == 'sqrt_dim' else 1.0
+    embed = lambda size, name: nn.Embed(size, cfg.emb_dim, embedding_init=nn.initializers.normal(1 / self.lookup_scale),
+                                        name=name)
     self.source_embed = embed(self.source_vocab_size, 'source_embed')
     self.target_embed = self.source_embed if self.share_embeddings else embed(self.target_vocab_size, 'target_embed')
     self.encoder = Encoder(cfg)
@@ -49,16 +58,18 @@ class Seq2SeqTransformer(nn.Module):
             'cross-attention': (target_length, source_length, False)}
 
   def encode(self, inputs: Array, *, train: bool) -> Array:
-    return self.encoder(self.source_embed(inputs), valid=inputs != self.pad_id, deterministic=not train)
+    return self.encoder(self.source_embed(inputs) * self.lookup_scale, valid=inputs != self.pad_id,
+                        deterministic=not train)
 
   def decode_logits(self, decoder_inputs: Array, encoded: Array, encoder_valid: Array, *, train: bool) -> Array:
     """Logits [batch, length, target_vocab] for teacher-forced (or, with `decode`, one-step) inputs."""
-    y = self.decoder(self.target_embed(decoder_inputs), encoded, encoder_valid=encoder_valid,
+    y = self.decoder(self.target_embed(decoder_inputs) * self.lookup_scale, encoded, encoder_valid=encoder_valid,
                      deterministic=not train)
     if self.share_embeddings:  # In the model's dtype, like every other matrix product; lookups stay float32.
       dtype = self.config.dtype
       logits = jnp.dot(y.astype(dtype), self.target_embed.embedding.astype(dtype).T)
-      return logits / jnp.sqrt(y.shape[-1]).astype(dtype)
+      # Entries of unit variance: divided by sqrt(d), as a table of variance 1/d would give.
+      return logits if self.embedding_scaling == 'sqrt_dim' else logits / jnp.sqrt(y.shape[-1]).astype(dtype)
     return self.output_projection(y)
 
   def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:

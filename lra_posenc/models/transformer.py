@@ -1,5 +1,6 @@
-"""Pre-LayerNorm Transformer encoder and decoder with a pluggable positional encoding."""
+"""Transformer encoder and decoder (pre- or post-LayerNorm) with a pluggable positional encoding."""
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
@@ -11,6 +12,7 @@ from lra_posenc.models import attention
 from lra_posenc.models.attention import MultiHeadAttention
 from lra_posenc.models.dropout import Dropout
 from lra_posenc.training.config_checks import check_positive, check_section_choice
+from lra_posenc.validation import check_range
 
 Array = jax.Array
 
@@ -31,6 +33,9 @@ class TransformerConfig:
   dtype: jnp.dtype = jnp.dtype(jnp.float32)
   attention_implementation: str = 'auto'
   remat: bool = False
+  norm_position: str = 'pre'
+  activation: str = 'gelu'
+  activation_dropout_rate: float = 0.0
 
   @property
   def head_dim(self) -> int:
@@ -38,7 +43,13 @@ class TransformerConfig:
 
 
 CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
-               'pos_encoding', 'pos_encoding_options', 'dtype', 'attention_implementation', 'remat')
+               'pos_encoding', 'pos_encoding_options', 'dtype', 'attention_implementation', 'remat', 'norm_position',
+               'activation', 'activation_dropout_rate')
+# Where each block's layer norms sit: 'pre', before each sublayer with one more after the stack (stable
+# without warmup; Xiong et al. 2020), or 'post', after each residual sum (Vaswani et al. 2017; fairseq's
+# default, the Multi30k literature's).
+NORM_POSITIONS = ('pre', 'post')
+ACTIVATIONS = {'gelu': nn.gelu, 'relu': nn.relu}  # Of the MLP's hidden layer.
 # Computation dtypes of `model.dtype`. Parameters stay float32 either way; so do the residual
 # stream, embeddings, positional tables and biases, layer norms and softmax, so that low
 # precision touches only the matrix products (flax's dtype / param_dtype split).
@@ -55,8 +66,12 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
   check_positive(model, 'model', 'emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim')
   check_section_choice(model, 'model', 'dtype', DTYPES)
   check_section_choice(model, 'model', 'attention_implementation', attention.IMPLEMENTATIONS)
+  check_section_choice(model, 'model', 'norm_position', NORM_POSITIONS)
+  check_section_choice(model, 'model', 'activation', ACTIVATIONS)
   if not isinstance(model.remat, bool):
     raise ValueError(f'model.remat must be True or False, got {model.remat!r}')
+  for key in ('dropout_rate', 'attention_dropout_rate', 'activation_dropout_rate'):
+    check_range(f'model.{key}', model[key], at_least=0, below=1)
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
   options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
@@ -67,7 +82,8 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
       mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
       pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len,
       dtype=jnp.dtype(DTYPES[model.dtype]), attention_implementation=model.attention_implementation,
-      remat=model.remat)
+      remat=model.remat, norm_position=model.norm_position, activation=model.activation,
+      activation_dropout_rate=model.activation_dropout_rate)
   if cfg.attention_implementation == 'cudnn':  # What holds for every call; lengths are checked per call.
     attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=False), jax.local_devices()[0])
   return cfg
@@ -112,15 +128,35 @@ def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:
 
 
 class MlpBlock(nn.Module):
+  """Dense, activation, dropout at `dropout_rate` (fairseq's activation dropout), Dense."""
   mlp_dim: int
   dropout_rate: float
   dtype: jnp.dtype = jnp.float32
+  activation: str = 'gelu'
 
   @nn.compact
   def __call__(self, x: Array, *, deterministic: bool) -> Array:
-    y = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype)(x))
+    y = ACTIVATIONS[self.activation](nn.Dense(self.mlp_dim, dtype=self.dtype)(x))
     y = Dropout(self.dropout_rate)(y, deterministic=deterministic)
     return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
+
+
+def residual(cfg: TransformerConfig, x: Array, sublayer, *, deterministic: bool) -> Array:
+  """`x` plus the dropped-out `sublayer` output, layer-normalised where `cfg.norm_position` says: the
+  sublayer's input ('pre') or the sum ('post'). Called inside a block, whose layer norms these become."""
+  dropout = functools.partial(Dropout(cfg.dropout_rate), deterministic=deterministic)
+  if cfg.norm_position == 'pre':
+    return x + dropout(sublayer(nn.LayerNorm()(x)))
+  return nn.LayerNorm()(x + dropout(sublayer(x)))
+
+
+def mlp_block(cfg: TransformerConfig) -> MlpBlock:
+  return MlpBlock(cfg.mlp_dim, cfg.activation_dropout_rate, cfg.dtype, cfg.activation)
+
+
+def final_norm(cfg: TransformerConfig, x: Array) -> Array:
+  """The stack's output: layer-normalised after pre-LN blocks (whose residual stream is not), as is."""
+  return nn.LayerNorm(name='final_norm')(x) if cfg.norm_position == 'pre' else x
 
 
 def _block(module: type[nn.Module], cfg: TransformerConfig) -> type[nn.Module]:
@@ -136,14 +172,11 @@ class EncoderBlock(nn.Module):
   @nn.compact
   def __call__(self, x: Array, key_valid: Array, terms: encodings.AttentionTerms) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    dropout = Dropout(cfg.dropout_rate)
-    y = nn.LayerNorm()(x)
-    y = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
-                           implementation=cfg.attention_implementation)(
-        y, y, key_valid=key_valid, terms=terms, deterministic=deterministic)
-    x = x + dropout(y, deterministic=deterministic)
-    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
-    return x + dropout(y, deterministic=deterministic)
+    attention_layer = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
+                                         implementation=cfg.attention_implementation)
+    x = residual(cfg, x, lambda y: attention_layer(y, y, key_valid=key_valid, terms=terms,
+                                                   deterministic=deterministic), deterministic=deterministic)
+    return residual(cfg, x, lambda y: mlp_block(cfg)(y, deterministic=deterministic), deterministic=deterministic)
 
 
 class Encoder(nn.Module):
@@ -168,7 +201,7 @@ class Encoder(nn.Module):
     block = _block(EncoderBlock, cfg)
     for i in range(cfg.num_layers):
       x = block(cfg, deterministic, name=f'block_{i}')(x, valid, terms)
-    return nn.LayerNorm(name='final_norm')(x)
+    return final_norm(cfg, x)
 
 
 class DecoderBlock(nn.Module):
@@ -180,21 +213,17 @@ class DecoderBlock(nn.Module):
   def __call__(self, x: Array, encoded: Array, self_valid: Array | None, encoder_valid: Array,
                terms: encodings.AttentionTerms, cache_index: Array | None) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    dropout = Dropout(cfg.dropout_rate)
     attention_layer = lambda name, decode=False: MultiHeadAttention(
         cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=decode, dtype=cfg.dtype,
         implementation=cfg.attention_implementation, name=name)
-    y = nn.LayerNorm()(x)
-    y = attention_layer('self_attention', self.decode)(
+    self_attention, cross_attention = attention_layer('self_attention', self.decode), attention_layer('cross_attention')
+    x = residual(cfg, x, lambda y: self_attention(
         y, y, key_valid=self_valid, causal=cache_index is None, terms=terms, deterministic=deterministic,
-        cache_index=cache_index)
-    x = x + dropout(y, deterministic=deterministic)
-    y = attention_layer('cross_attention')(
-        nn.LayerNorm()(x), encoded, key_valid=encoder_valid, terms=encodings.AttentionTerms(),
+        cache_index=cache_index), deterministic=deterministic)
+    x = residual(cfg, x, lambda y: cross_attention(
+        y, encoded, key_valid=encoder_valid, terms=encodings.AttentionTerms(), deterministic=deterministic),
         deterministic=deterministic)
-    x = x + dropout(y, deterministic=deterministic)
-    y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype)(nn.LayerNorm()(x), deterministic=deterministic)
-    return x + dropout(y, deterministic=deterministic)
+    return residual(cfg, x, lambda y: mlp_block(cfg)(y, deterministic=deterministic), deterministic=deterministic)
 
 
 class Decoder(nn.Module):
@@ -231,4 +260,4 @@ class Decoder(nn.Module):
     for i in range(cfg.num_layers):
       x = block(cfg, deterministic, decode=self.decode, name=f'block_{i}')(
           x, encoded, self_valid, encoder_valid, terms, cache_index)
-    return nn.LayerNorm(name='final_norm')(x)
+    return final_norm(cfg, x)

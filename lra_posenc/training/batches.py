@@ -72,25 +72,27 @@ class ArrayDataset:
       index += 1
 
   @functools.lru_cache(maxsize=2)
-  def _bucketed_epoch(self, seed: int, epoch: int, batch_size: int, buckets: tuple[int, ...],
+  def _bucketed_epoch(self, seed: int, epoch: int, batch_sizes: tuple[int, ...], buckets: tuple[int, ...],
                       lengths_key: str) -> list[tuple[int, np.ndarray]]:
     """(bucket length, rows) of every full batch of one epoch, in a seeded random order."""
     rng = np.random.default_rng([seed, epoch])
     lengths = self.arrays[lengths_key]
     batches = []
-    for lower, upper in zip((0,) + buckets[:-1], buckets):
+    for lower, upper, size in zip((0,) + buckets[:-1], buckets, batch_sizes):
       rows = rng.permutation(np.flatnonzero((lengths > lower) & (lengths <= upper)))
-      batches += [(upper, rows[i:i + batch_size]) for i in range(0, len(rows) - batch_size + 1, batch_size)]
+      batches += [(upper, rows[i:i + size]) for i in range(0, len(rows) - size + 1, size)]
     return [batches[i] for i in rng.permutation(len(batches))]
 
   def bucketed_train_batches(self, batch_size: int, *, buckets: Sequence[int], lengths_key: str,
-                             sequence_keys: Sequence[str], seed: int, start: int = 0,
-                             shard: HostShard | None = None) -> Iterator[Batch]:
+                             sequence_keys: Sequence[str], seed: int, start: int = 0, max_tokens: int = 0,
+                             multiple_of: int = 1, shard: HostShard | None = None) -> Iterator[Batch]:
     """Endless shuffled full batches of examples of similar length, cut to their bucket's length.
 
     An example of length n (`arrays[lengths_key]`) belongs to the first bucket >= n; each
     batch holds one bucket's examples with the `sequence_keys` arrays cut to that bucket,
     so short sentences are not padded to the longest. A few shapes, one per bucket, compile.
+    With `max_tokens`, a bucket's batches hold `token_budget_batch_sizes` examples (at most
+    `batch_size`, a multiple of `multiple_of`), else `batch_size` each.
     """
     buckets = tuple(buckets)
     if list(buckets) != sorted(set(buckets)):
@@ -98,15 +100,17 @@ class ArrayDataset:
     lengths = self.arrays[lengths_key]
     if lengths.max() > buckets[-1]:
       raise ValueError(f'an example of length {lengths.max()} exceeds the largest bucket {buckets[-1]}')
-    host_slice = (shard or HostShard.current()).slice(batch_size)
-    batches_per_epoch = len(self._bucketed_epoch(seed, 0, batch_size, buckets, lengths_key))
+    sizes = (token_budget_batch_sizes(buckets, max_tokens, batch_size, multiple_of) if max_tokens
+             else (batch_size,) * len(buckets))
+    shard = shard or HostShard.current()
+    batches_per_epoch = len(self._bucketed_epoch(seed, 0, sizes, buckets, lengths_key))
     if not batches_per_epoch:
-      raise ValueError(f'no length bucket of {buckets} holds a full batch of {batch_size} examples')
+      raise ValueError(f'no length bucket of {buckets} holds a full batch ({dict(zip(buckets, sizes))} examples)')
     index = start
     while True:
       epoch, offset = divmod(index, batches_per_epoch)
-      length, rows = self._bucketed_epoch(seed, epoch, batch_size, buckets, lengths_key)[offset]
-      rows = rows[host_slice]
+      length, rows = self._bucketed_epoch(seed, epoch, sizes, buckets, lengths_key)[offset]
+      rows = rows[shard.slice(len(rows))]
       batch = {k: a[rows][:, :length] if k in sequence_keys else a[rows] for k, a in self.arrays.items()}
       yield batch | {'weight': np.ones(len(rows), np.float32)}
       index += 1
@@ -124,6 +128,24 @@ class ArrayDataset:
         yield batch | {'weight': real.astype(np.float32)}
 
     return CountedBatches(make, -(-self.size // batch_size))
+
+
+def token_budget_batch_sizes(buckets: Sequence[int], max_tokens: int, max_examples: int, multiple_of: int
+                             ) -> tuple[int, ...]:
+  """Examples per batch of each length bucket under a budget of `max_tokens` padded tokens (fairseq's
+  --max-tokens, with --batch-size as `max_examples`), rounded down to a multiple of `multiple_of` (the devices).
+
+  A batch of bucket length L holds min(max_examples, max_tokens // L) examples, so short-sentence
+  batches are not starved and long ones do not blow the step. A bucket that cannot hold
+  `multiple_of` examples is an error naming it.
+  """
+  sizes = tuple(min(max_examples, max_tokens // length) // multiple_of * multiple_of for length in buckets)
+  for length, size in zip(buckets, sizes):
+    if not size:
+      raise ValueError(f'training.max_tokens={max_tokens} holds fewer than {multiple_of} examples of the length '
+                       f'bucket {length} ({multiple_of} devices need one each); raise it to at least '
+                       f'{length * multiple_of}')
+  return sizes
 
 
 def _broadcast(mask: np.ndarray, like: np.ndarray) -> np.ndarray:

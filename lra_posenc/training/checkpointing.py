@@ -1,11 +1,13 @@
-"""Orbax checkpoints: the latest few for resuming, and the best one for the test score.
+"""Orbax checkpoints: the latest few for resuming, the best one for the test score, and the
+parameters of the last few evaluations for checkpoint averaging.
 
 Each checkpoint holds the train state (params, optimizer state, step) and a JSON
 record: the PRNG key, the best validation score so far, the model config and the
 task's artifacts (for ListOps, the vocabulary). This file is the only one that speaks
 Orbax. With several processes every process takes part in every save and restore, and
-the two managers name their barriers apart, so both may save at one step.
+the managers name their barriers apart, so all may save at one step.
 """
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from lra_posenc.training import distributed
 from lra_posenc.training.config_checks import upgrade_old_config
 
 ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
-LATEST_DIR, BEST_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'checkpoints.unreadable'
+LATEST_DIR, BEST_DIR, EVALUATED_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'evaluated', 'checkpoints.unreadable'
 
 
 def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False,
@@ -53,16 +55,19 @@ def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) ->
 
 
 class Checkpoints:
-  """The run's checkpoints in WORKDIR/checkpoints (latest `max_to_keep`) and WORKDIR/best (one).
+  """The run's checkpoints in WORKDIR/checkpoints (latest `max_to_keep`), WORKDIR/best (one) and, with
+  `evaluated_to_keep`, the parameters of that many latest evaluations in WORKDIR/evaluated.
 
-  A context manager: leaving it waits for pending writes and closes both managers,
+  A context manager: leaving it waits for pending writes and closes every manager,
   whatever ends the run.
   """
 
-  def __init__(self, workdir: str, *, max_to_keep: int):
+  def __init__(self, workdir: str, *, max_to_keep: int, evaluated_to_keep: int = 0):
     self.workdir = os.path.abspath(workdir)
     self._latest = _manager(os.path.join(self.workdir, LATEST_DIR), max_to_keep=max_to_keep)
     self._best = _manager(os.path.join(self.workdir, BEST_DIR), max_to_keep=1)
+    self._evaluated = (_manager(os.path.join(self.workdir, EVALUATED_DIR), max_to_keep=evaluated_to_keep)
+                       if evaluated_to_keep else None)
 
   def __enter__(self) -> 'Checkpoints':
     return self
@@ -81,6 +86,18 @@ class Checkpoints:
 
   def save_best(self, step: int, state: Any, record: dict) -> None:
     _save(self._best, step, state, record)
+
+  def save_evaluated(self, step: int, params: Any) -> None:
+    """Keeps `params` of an evaluation step among the last `evaluated_to_keep`, for averaging."""
+    _save(self._evaluated, step, params, {'step': step})
+
+  def restore_evaluated(self, template: Any = None) -> tuple[list[int], list[Any]]:
+    """The kept evaluation steps, oldest first, and their parameters (shaped like `template`)."""
+    self._evaluated.wait_until_finished()
+    steps = sorted(self._evaluated.all_steps())
+    if not steps:
+      raise FileNotFoundError(f'{self.workdir}/{EVALUATED_DIR}: no evaluated parameters yet; train first')
+    return steps, [_restore(self._evaluated, step, template)[0] for step in steps]
 
   def restore(self, step: int, template: Any = None) -> tuple[Any, dict]:
     """The latest-checkpoints entry at `step`."""
@@ -154,13 +171,12 @@ class Checkpoints:
       logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
 
   def close(self) -> None:
-    """Waits for pending writes, then closes both managers, the second even if the first fails."""
-    try:
-      self._latest.wait_until_finished()
-      self._latest.close()
-    finally:
-      self._best.wait_until_finished()
-      self._best.close()
+    """Waits for pending writes, then closes every manager, each even if one before it fails."""
+    with contextlib.ExitStack() as stack:  # Closes in reverse order, every one whatever the others raise.
+      for manager in (self._latest, self._best, self._evaluated):
+        if manager is not None:
+          stack.callback(manager.close)
+          stack.callback(manager.wait_until_finished)
 
 
 def read_config(workdir: str) -> ml_collections.ConfigDict:

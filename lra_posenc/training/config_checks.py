@@ -39,7 +39,10 @@ def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str
 
 
 # Keys added later, with the value that gives the behaviour from before them.
-ADDED_KEYS = {'model.attention_implementation': 'auto', 'model.remat': False, 'evaluation.selection_metric': 'accuracy'}
+ADDED_KEYS = {'model.attention_implementation': 'auto', 'model.remat': False, 'evaluation.selection_metric': 'accuracy',
+              'training.patience': 0, 'evaluation.average_last': 0}
+# Model keys added later, also missing from older checkpoints' records: each task's that its model has.
+ADDED_MODEL_KEYS = ('norm_position', 'activation', 'activation_dropout_rate', 'embedding_scaling')
 
 
 def upgrade_old_config(config: dict) -> dict:
@@ -53,6 +56,12 @@ def upgrade_old_config(config: dict) -> dict:
     section, name = key.split('.')
     config.get(section, {}).setdefault(name, value)
   data = config.get('data', {})
+  translation = 'length_buckets' in data
+  if 'model' in config:
+    config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS
+                                                          if translation or key != 'embedding_scaling'])
+  if translation:
+    config['training'].setdefault('max_tokens', 0)
   if 'max_eval_length' in data:
     length = data.pop('max_eval_length')
     data['max_eval_source_length'] = length
@@ -62,6 +71,14 @@ def upgrade_old_config(config: dict) -> dict:
     data['generator'] = upgrade_generator_keys(data['generator'])
     data.setdefault('augment', {'shuffle_arguments': 0.0, 'contract_subtrees': 0.0})
   return config
+
+
+def upgrade_old_model(model: dict, keys: Iterable[str]) -> dict:
+  """A `config.model` (or a checkpoint's record of it) from before the ADDED_MODEL_KEYS among `keys`,
+  with them, at the values that give the behaviour from before them."""
+  earlier = {'norm_position': 'pre', 'activation': 'gelu', 'embedding_scaling': 'none',
+             'activation_dropout_rate': model.get('dropout_rate')}
+  return {key: earlier[key] for key in keys if key in ADDED_MODEL_KEYS} | model
 
 
 def upgrade_generator_keys(generator: dict) -> dict:

@@ -28,15 +28,16 @@ from lra_posenc import progress
 from lra_posenc.training import distributed, optim
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.config_checks import check_keys, check_positive
+from lra_posenc.training.config_checks import check_keys, check_positive, upgrade_old_model
 from lra_posenc.training.metric_writer import MetricWriter
 from lra_posenc.training.provenance import provenance
 from lra_posenc.training.stop_signals import StopSignals
+from lra_posenc.validation import check_range
 
 AXIS = 'batch'
 TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')
-TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps')
-EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric')  # The task checks the last.
+TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps', 'patience')
+EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric', 'average_last')  # The task checks selection_metric.
 CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 # Model keys that say how the model is computed, not what it computes: a run may resume with them
 # changed (on a GPU, with rematerialisation), so checkpoints do not record them.
@@ -67,12 +68,14 @@ class Task:
     baselines: reference scores reported beside the results (majority-class accuracy).
     test_splits: the splits the best checkpoint is scored on; the first is the headline
       'test' result, all of them are under 'test_sets'.
-    score_test: (best params, replicated over local devices; split) -> further test scores
-      (BLEU of decoded output), or None.
+    score_test: (params replicated over local devices, split, which: 'best' or 'averaged') -> further
+      test scores (BLEU of decoded output), or None.
     score_validation: (params, replicated over local devices) -> further validation scores
       (BLEU of greedy decoding) added to every evaluation's, or None.
     attention_paths: how each of the model's attention calls computes in training (name ->
       a dataclass with `implementation` and `reason`); logged once, written to results.json.
+    count_unit: what `metrics`' 'count' counts ('examples'; 'target_tokens' for translation), logged
+      per step and per second.
 
   A task's factory validates the whole config (with `check_config` for the trainer's
   sections) before it reads any data, so the trainer does not check it again.
@@ -85,19 +88,25 @@ class Task:
   artifacts: dict[str, Any]
   baselines: dict[str, float]
   test_splits: tuple[str, ...] = ('test',)
-  score_test: Callable[[Params, str], dict[str, Any]] | None = None
+  score_test: Callable[[Params, str, str], dict[str, Any]] | None = None
   score_validation: Callable[[Params], dict[str, float]] | None = None
   attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
+  count_unit: str = 'examples'
 
 
-def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = ()) -> None:
-  """Validates the sections the trainer reads; tasks check `data`, `model` and `task_sections`."""
+def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = (),
+                 task_training_keys: Sequence[str] = ()) -> None:
+  """Validates the sections the trainer reads; tasks check `data`, `model`, `task_sections` and their
+  own `training` keys (`task_training_keys`)."""
   check_keys(config, 'config', TOP_LEVEL_KEYS + tuple(task_sections))
-  check_keys(config.training, 'training', TRAINING_KEYS)
+  check_keys(config.training, 'training', TRAINING_KEYS + tuple(task_training_keys))
   check_keys(config.evaluation, 'evaluation', EVALUATION_KEYS)
   check_keys(config.checkpoint, 'checkpoint', CHECKPOINT_KEYS)
-  check_positive(config.training, 'training', *TRAINING_KEYS)
+  check_positive(config.training, 'training', 'batch_size', 'num_train_steps', 'log_every_steps')
   check_positive(config.evaluation, 'evaluation', 'batch_size', 'every_steps')
+  for key in ('training.patience', 'evaluation.average_last'):  # 0: off.
+    section, name = key.split('.')
+    check_range(key, config[section][name], at_least=0)
   check_positive(config.checkpoint, 'checkpoint', *CHECKPOINT_KEYS)
   optim.check_config(config.optimizer)
   for path, size in (('training.batch_size', config.training.batch_size),
@@ -177,11 +186,12 @@ def shard(batch: Batch) -> Batch:
   return jax.tree.map(lambda x: x.reshape((jax.local_device_count(), -1) + x.shape[1:]), batch)
 
 
-def summarize(metric_sums: list[Metrics]) -> dict[str, float]:
-  """Averages per counted item (example, or target token for translation) from per-step (device-0) sums."""
+def summarize(metric_sums: list[Metrics], keep_count: bool = False) -> dict[str, float]:
+  """Averages per counted item (example, or target token for translation) from per-step (device-0) sums;
+  with `keep_count`, the total count too."""
   totals = jax.tree.map(lambda *xs: float(np.sum(xs)), *jax.device_get(metric_sums))
   count = totals.pop('count')
-  return {k: v / count for k, v in totals.items()}
+  return {k: v / count for k, v in totals.items()} | ({'count': count} if keep_count else {})
 
 
 def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch], what: str = 'evaluating'
@@ -224,16 +234,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
                        should_stop: Callable[[int], bool] | None = None) -> dict[str, Any]:
   """Trains, or resumes training in `workdir`, then scores the best checkpoint on the test split(s).
 
-  Stops early, after saving a checkpoint, on SIGTERM or SIGINT to any process, or when
-  `should_stop(step)` (a function of the step alone, so every host agrees) says so;
-  re-running the same call resumes. Returns `status` ('finished' or 'stopped') and
-  `step`, and when finished the results also written to results.json, with every run's
-  span and training time (`runs`). Re-running a finished workdir returns its results.json
-  as it is, and writes nothing.
+  Training ends after `training.num_train_steps`, or once `training.patience` evaluations
+  in a row have not improved the selection metric (early stopping). It stops, after saving
+  a checkpoint, on SIGTERM or SIGINT to any process, or when `should_stop(step)` (a
+  function of the step alone, so every host agrees) says so; re-running the same call
+  resumes. Returns `status` ('finished' or 'stopped'), `step` and `training_ended` (why and
+  at which step), and when finished the results also written to results.json, with every
+  run's span and training time (`runs`); with `evaluation.average_last` N, the mean of the
+  parameters of the last N evaluations is scored beside the best checkpoint ('averaged').
+  Re-running a finished workdir returns its results.json as it is, and writes nothing.
   """
   # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: prepare_workdir(workdir), f'writing to workdir {workdir!r}')
-  num_steps = config.training.num_train_steps
+  num_steps, patience = config.training.num_train_steps, config.training.patience
 
   # Model, optimizer and PRNG keys.
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
@@ -245,11 +258,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   distributed.check_everywhere(lambda: check_free_space(workdir, state, config.checkpoint.max_to_keep),
                                'checking free space in the workdir')
   model = {k: v for k, v in config.model.to_dict().items() if k not in HOW_THE_MODEL_COMPUTES}
-  record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'model': model, 'artifacts': task.artifacts}
+  # 'evaluations_since_best' counts the evaluations that did not improve on the best one (early stopping).
+  record = {'rng': np.asarray(dropout_rng).tolist(), 'best': None, 'evaluations_since_best': 0, 'model': model,
+            'artifacts': task.artifacts}
   p_train_step, p_eval_step = pmapped_steps(task)
 
-  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep) as checkpoints, StopSignals() as signals,
-        contextlib.ExitStack() as stack):
+  def out_of_patience(record: dict) -> bool:  # Read from the record, so a resumed run agrees, as does every host.
+    return bool(patience) and record.get('evaluations_since_best', 0) >= patience
+
+  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep,
+                    evaluated_to_keep=config.evaluation.average_last) as checkpoints,
+        StopSignals() as signals, contextlib.ExitStack() as stack):
     # Restore.
     restored = checkpoints.restore_newest_readable(state, check=functools.partial(_check_compatible, record))
     if restored:
@@ -257,9 +276,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
       logging.info('resumed from step %d', int(state.step))
     step = first_step = int(state.step)
     results_path = os.path.join(workdir, 'results.json')
-    if step >= num_steps and distributed.gather_flags(os.path.exists(results_path))[0]:  # Process 0's view.
+    done = step >= num_steps or out_of_patience(record)
+    if done and distributed.gather_flags(os.path.exists(results_path))[0]:  # Process 0's view.
       logging.info('%s already finished training at step %d; its results.json is kept (more steps: raise '
-                   'training.num_train_steps; a new run: a new --workdir)', workdir, step)
+                   'training.num_train_steps or training.patience; a new run: a new --workdir)', workdir, step)
       return _read_json(results_path) if os.path.exists(results_path) else {'status': 'finished', 'step': step}
     distributed.on_primary(functools.partial(_write_run_files, workdir, config, task.artifacts),
                            'writing config.json and artifacts.json')
@@ -282,17 +302,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
       this_run = {'first_step': first_step, 'last_step': step, 'train_seconds': time.perf_counter() - run_start}
       return record | {'runs': earlier_runs + [this_run]}
 
-    while step < num_steps:
+    while not done:
       replicated, metrics, info = p_train_step(replicated, next(batches), rng, requests[signals.requested()])
       if step == first_step:  # Dispatch returns once the step is compiled.
         logging.info('compiled the train step in %.1f s', time.perf_counter() - run_start)
       step += 1
       window.add(metrics, info)
-      stop = flags.add(info) or bool(should_stop and should_stop(step))
-      last = step == num_steps
+      signalled = flags.add(info)
+      stop = signalled or bool(should_stop and should_stop(step))
       if itstime(step, config.training.log_every_steps, num_steps):
         flags.raise_if_non_finite(step, checkpoints)
-        writer.write(step, window.scores(step, num_steps, learning_rate, config.training.batch_size), prefix='train')
+        writer.write(step, window.scores(step, num_steps, learning_rate, task.count_unit), prefix='train')
       if itstime(step, config.evaluation.every_steps, num_steps):
         flags.raise_if_non_finite(step, checkpoints)
         scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'),
@@ -301,19 +321,33 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
           scores |= task.score_validation(replicated.params)
         writer.write(step, scores, prefix='validation')
         if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
-          record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores}}
+          record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores},
+                             'evaluations_since_best': 0}
           checkpoints.save_best(step, _host_state(replicated), with_this_run(record, step))
-      if itstime(step, config.checkpoint.every_steps, num_steps) or (stop and not last):
+        else:
+          record = record | {'evaluations_since_best': record.get('evaluations_since_best', 0) + 1}
+        if config.evaluation.average_last:
+          checkpoints.save_evaluated(step, _host_state(replicated).params)
+        if out_of_patience(record):
+          logging.info('step %d: %d evaluations without improving on the validation %s of step %d; stopping early',
+                       step, patience, task.selection_metric, record['best']['step'])
+      done = step == num_steps or out_of_patience(record)
+      if itstime(step, config.checkpoint.every_steps, num_steps) or stop or done:
         flags.raise_if_non_finite(step, checkpoints)
         checkpoints.save_latest(step, _host_state(replicated), with_this_run(record, step))
-      if stop and not last:
+      if stop and not done:
         logging.warning('stopped at step %d; re-run the same command to resume', step)
-        return {'status': 'stopped', 'step': step}
+        return {'status': 'stopped', 'step': step,
+                'training_ended': {'reason': 'signal' if signalled else 'stop_request', 'step': step}}
     runs = with_this_run(record, step)['runs']
+    ended = {'reason': 'patience' if out_of_patience(record) else 'num_train_steps', 'step': step}
 
-    # Score the best checkpoint.
+    # Score the best checkpoint, and the average of the last evaluated ones.
     results = _test_best(checkpoints, state, p_eval_step, task)
-    results |= {'status': 'finished', 'step': step, 'config': config.to_dict(), 'baselines': task.baselines,
+    if config.evaluation.average_last:
+      results['averaged'] = _test_average(checkpoints, state.params, p_eval_step, task)
+    results |= {'status': 'finished', 'step': step, 'training_ended': ended, 'config': config.to_dict(),
+                'baselines': task.baselines,
                 'train_seconds_this_run': runs[-1]['train_seconds'], 'steps_this_run': step - first_step,
                 'train_seconds_total': sum(run['train_seconds'] for run in runs), 'runs': runs,
                 'attention': attention_paths, 'provenance': provenance()}
@@ -369,13 +403,17 @@ class _Window:
     self._sums.append(flax.jax_utils.unreplicate(metrics))
     self._last_info = info
 
-  def scores(self, step: int, num_steps: int, learning_rate: Callable, batch_size: int) -> dict[str, float]:
-    """Averages per counted item, the learning rate of the last step, rates and ETA; starts a new window."""
-    steps_per_second = (step - self._step) / (time.perf_counter() - self._start)
+  def scores(self, step: int, num_steps: int, learning_rate: Callable, count_unit: str) -> dict[str, float]:
+    """Averages per counted item, the learning rate of the last step, the items counted per step (target
+    tokens: fairseq's 'wpb'), rates and the ETA at the step budget; starts a new window."""
+    steps = step - self._step
+    steps_per_second = steps / (time.perf_counter() - self._start)
     norms = {k: float(np.asarray(self._last_info[k])[0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
-    scores = summarize(self._sums) | norms | {
+    averages = summarize(self._sums, keep_count=True)
+    per_step = averages.pop('count') / steps
+    scores = averages | norms | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
-        'examples_per_second': steps_per_second * batch_size,
+        f'{count_unit}_per_step': per_step, f'{count_unit}_per_second': per_step * steps_per_second,
         'eta_minutes': (num_steps - step) / steps_per_second / 60}
     self._restart(step)
     return scores
@@ -390,11 +428,12 @@ def _check_compatible(expected: dict, step: int, saved: dict) -> None:
   if saved['artifacts'] != expected['artifacts']:
     raise ValueError(f'checkpoint at step {step} was trained with different task artifacts '
                      f'({sorted(saved["artifacts"])}); refusing to resume with a different vocabulary')
-  differing = sorted(k for k in set(saved['model']) | set(expected['model'])
-                     if saved['model'].get(k) != expected['model'].get(k))
+  saved_model = upgrade_old_model(saved['model'], expected['model'])
+  differing = sorted(k for k in set(saved_model) | set(expected['model'])
+                     if saved_model.get(k) != expected['model'].get(k))
   if differing:
     raise ValueError(f'checkpoint at step {step} has a different model config; differing keys: '
-                     + ', '.join(f'model.{k} ({saved["model"].get(k)!r} -> {expected["model"].get(k)!r})'
+                     + ', '.join(f'model.{k} ({saved_model.get(k)!r} -> {expected["model"].get(k)!r})'
                                  for k in differing)
                      + '. A new model needs a new --workdir; this one resumes only the model it holds')
 
@@ -402,15 +441,36 @@ def _check_compatible(expected: dict, step: int, saved: dict) -> None:
 def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eval_step: Callable,
                task: Task) -> dict[str, Any]:
   best_step, state, record = checkpoints.restore_best(template)
-  replicated_params = flax.jax_utils.replicate(state.params)
+  return {'best_step': best_step, 'validation': record['best']['validation']} | _test_scores(
+      p_eval_step, flax.jax_utils.replicate(state.params), task, 'best', f'best step {best_step}')
+
+
+def _test_average(checkpoints: Checkpoints, template: Params, p_eval_step: Callable, task: Task) -> dict[str, Any]:
+  """Validation and test scores of the mean of the kept evaluated parameters (fairseq's average_checkpoints)."""
+  steps, params = checkpoints.restore_evaluated(template)
+  replicated = flax.jax_utils.replicate(average_parameters(params))
+  what = f'average of steps {steps[0]}-{steps[-1]}'
+  validation = evaluate(p_eval_step, replicated, task.eval_batches('validation'), f'{what}: evaluating on validation')
+  if task.score_validation:
+    validation |= task.score_validation(replicated)
+  return {'steps': steps, 'validation': validation} | _test_scores(p_eval_step, replicated, task, 'averaged', what)
+
+
+def average_parameters(params: Sequence[Params]) -> Params:
+  """The elementwise mean of parameter trees, summed in float64 and returned in each leaf's dtype."""
+  return jax.tree.map(lambda *leaves: np.mean(np.stack(leaves).astype(np.float64), axis=0).astype(leaves[0].dtype),
+                      *params)
+
+
+def _test_scores(p_eval_step: Callable, replicated_params: Params, task: Task, which: str, what: str
+                 ) -> dict[str, Any]:
+  """Scores of `which` parameters ('best', 'averaged') on every test split; the first is the headline 'test'."""
   test_sets = {}
   for split in task.test_splits:
-    test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split),
-                                f'best step {best_step}: testing on {split}')
+    test_sets[split] = evaluate(p_eval_step, replicated_params, task.eval_batches(split), f'{what}: testing on {split}')
     if task.score_test:
-      test_sets[split] |= task.score_test(replicated_params, split)
-  return {'best_step': best_step, 'validation': record['best']['validation'], 'test': test_sets[task.test_splits[0]],
-          'test_sets': test_sets}
+      test_sets[split] |= task.score_test(replicated_params, split, which)
+  return {'test': test_sets[task.test_splits[0]], 'test_sets': test_sets}
 
 
 def _write_run_files(workdir: str, config: ml_collections.ConfigDict, artifacts: dict) -> None:

@@ -22,23 +22,27 @@ from absl import logging
 
 from lra_posenc import benchmarking
 from lra_posenc.models import flops
-from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS, Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
-from lra_posenc.training.batches import ArrayDataset, Batch
+from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator, model_max_len
+from lra_posenc.validation import check_range
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
 TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
-MODEL_KEYS = CONFIG_KEYS + ('share_embeddings',)
+MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
 LOSS_KEYS = ('label_smoothing',)
 DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
 TASK_SECTIONS = ('loss', 'decoding')
+# Training keys of this task beside the trainer's: a budget of padded tokens per batch (0: off), as
+# fairseq's --max-tokens; each length bucket's batch then holds what fits (at most training.batch_size).
+TRAINING_KEYS = ('max_tokens',)
 # What picks the best checkpoint: teacher-forced validation token accuracy, or the sacreBLEU of
 # greedy decoding of the validation split (one more decoding pass per evaluation).
 SELECTION_METRICS = ('accuracy', 'bleu')
@@ -46,7 +50,7 @@ SELECTION_METRICS = ('accuracy', 'bleu')
 
 def check_config(config: ml_collections.ConfigDict) -> None:
   """Validates every section before any data is read; raises ValueError naming the bad key."""
-  trainer.check_config(config, TASK_SECTIONS)
+  trainer.check_config(config, TASK_SECTIONS, TRAINING_KEYS)
   data = config.data
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
@@ -61,11 +65,17 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if buckets and (buckets != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
     raise ValueError(f'data.length_buckets={tuple(buckets)} must be increasing positive lengths ending at '
                      f'data.max_length={data.max_length} (or empty: no bucketing)')
+  check_range('training.max_tokens', config.training.max_tokens, at_least=0)
+  if config.training.max_tokens:
+    if not buckets:
+      raise ValueError('training.max_tokens needs data.length_buckets (a budget is shared out per length bucket)')
+    token_budget_batch_sizes(buckets, config.training.max_tokens, config.training.batch_size, jax.device_count())
   if not data.test_splits:
     raise ValueError('data.test_splits is empty; name at least one split to score')
   if data.source_lang == data.target_lang:
     raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
   check_keys(config.model, 'model', MODEL_KEYS)
+  check_section_choice(config.model, 'model', 'embedding_scaling', EMBEDDING_SCALINGS)
   if config.model.share_embeddings and not data.tokenizer.joint:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
   check_keys(config.loss, 'loss', LOSS_KEYS)
@@ -148,7 +158,8 @@ def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, star
   if config.data.length_buckets:
     return dataset.bucketed_train_batches(
         config.training.batch_size, buckets=config.data.length_buckets, lengths_key='lengths',
-        sequence_keys=('inputs', 'targets'), seed=config.seed, start=start)
+        sequence_keys=('inputs', 'targets'), seed=config.seed, start=start, max_tokens=config.training.max_tokens,
+        multiple_of=jax.device_count())
   return dataset.train_batches(config.training.batch_size, seed=config.seed, start=start)
 
 
@@ -199,6 +210,10 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
         text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_source_length)
     logging.info('%s: %d pairs; skipped %s; cut to max length: %d', report.split, report.examples,
                  report.skipped or 'none', report.truncated)
+  if config.training.max_tokens:
+    logging.info('training.max_tokens=%d: sentences per batch by length bucket %s', config.training.max_tokens,
+                 dict(zip(data.length_buckets, token_budget_batch_sizes(
+                     data.length_buckets, config.training.max_tokens, config.training.batch_size, jax.device_count()))))
   translator = create_translator(config, tokenizers)
   model = translator.model
   output_dir = os.path.join(workdir, 'translations')
@@ -210,16 +225,18 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     outputs = search.translate_ids(replicated_params, datasets[split].arrays['inputs'], what)
     return [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
 
-  def score_test(replicated_params, split: str) -> dict:
+  def score_test(replicated_params, split: str, which: str) -> dict:
+    """BLEU of beam search; hypotheses go to WORKDIR/translations/ (best) or translations/averaged/."""
     translations = hypotheses(translator, replicated_params, split,
-                              f'beam search on {split} (beam {translator.beam_size})')
+                              f'{which}: beam search on {split} (beam {translator.beam_size})')
     if distributed.is_primary():
-      os.makedirs(output_dir, exist_ok=True)
-      with open(os.path.join(output_dir, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
+      directory = output_dir if which == 'best' else os.path.join(output_dir, which)
+      os.makedirs(directory, exist_ok=True)
+      with open(os.path.join(directory, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in translations)
     scores = sacrebleu_scores(translations, texts[split].targets)
     scores |= tokenized_bleu_scores(translations, texts[split].targets, data.target_lang)
-    logging.info('%s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', split, scores['bleu'],
+    logging.info('%s, %s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', which, split, scores['bleu'],
                  scores['bleu_signature'], scores['tokenized_bleu'], scores['tokenized_bleu_signature'])
     return scores
 
@@ -240,7 +257,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       baselines={f'{split}_copy_source_bleu': sacrebleu_scores(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
       test_splits=tuple(data.test_splits),
-      score_test=score_test)
+      score_test=score_test,
+      count_unit='target_tokens')
 
 
 if __name__ == '__main__':

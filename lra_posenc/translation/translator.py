@@ -110,7 +110,8 @@ def create_model(config: ml_collections.ConfigDict, source_vocab_size: int, targ
   return Seq2SeqTransformer(
       transformer_config(config.model, max_len=model_max_len(config)),
       source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
-      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID)
+      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID,
+      embedding_scaling=config.model.embedding_scaling)
 
 
 def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,
