@@ -139,7 +139,7 @@ def test_every_encoding_ignores_padding(name, pooling):
   assert np.isfinite(logits).all()
 
 
-@pytest.mark.parametrize('name', ['sinusoidal', 'learned', 'chebyshev', 'legendre', 'rope', 'alibi', 't5'])
+@pytest.mark.parametrize('name', [name for name in encodings.REGISTRY if name != 'none'])
 def test_every_encoding_makes_order_matter(name):
   model = _classifier(name, 'mean')
   tokens = jnp.arange(1, 9)[None]
@@ -232,9 +232,183 @@ def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
     ('chebyshev', 'position_offset', -1, r'chebyshev.position_offset=-1 must be >= 0'),
     ('legendre', 'position_offset', -2, r'legendre.position_offset=-2 must be >= 0 \(a polynomial order\)'),
     ('legendre', 'scale', 0.0, r'legendre.scale=0.0 must be > 0'),
+    ('rope', 'fraction', 1.5, r'rope.fraction=1.5 must be > 0 and <= 1'),
+    ('rope', 'interpolation_factor', 0.5, r'rope.interpolation_factor=0.5 must be >= 1'),
+    ('rope', 'ntk_factor', 0.0, r'rope.ntk_factor=0.0 must be >= 1'),
+    ('fire', 'init_threshold', 0.0, r'fire.init_threshold=0.0 must be > 0'),
+    ('fire', 'mlp_width', 0, r'fire.mlp_width=0 must be >= 1'),
+    ('dynamic_bias', 'depth', 0, r'dynamic_bias.depth=0 must be >= 1'),
 ])
 def test_option_values_out_of_range_fail_at_config_time_naming_the_key(name, option, value, message):
   options = encodings.options_config()
   options[name][option] = value
   with pytest.raises(ValueError, match='^model.pos_encoding_options.' + message):
     encodings.resolve_options(name, options)
+
+
+# The bias encodings added from the field's comparisons, against float64 evaluations of their papers' formulas.
+
+def _bias(name: str, query_positions, key_positions, *, num_heads: int = 3, dim: int = 24, params=None,
+          causal: bool = False, **options):
+  """The bias of encoding `name` with `params` (by default its initial ones, perturbed), and those params."""
+  module = encodings.create(name, encodings.REGISTRY[name].Options(**options), max_len=16, dim=dim,
+                            num_heads=num_heads, head_dim=dim // num_heads)
+  query_positions, key_positions = jnp.asarray(query_positions)[None], jnp.asarray(key_positions)[None]
+  if params is None:
+    initial = module.init(jax.random.PRNGKey(0), query_positions, key_positions, causal=causal,
+                          method='attention_terms').get('params', {})
+    leaves, tree = jax.tree.flatten(initial)
+    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+    params = jax.tree.unflatten(tree, [x + 0.1 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  bias = module.apply({'params': params}, query_positions, key_positions, causal=causal, method='attention_terms').bias
+  return np.asarray(bias[0], np.float64), jax.tree.map(lambda x: np.asarray(x, np.float64), params)
+
+
+# Sizes no code here was written for: 7 queries against 11 keys at offsets, with distances 0 and beyond 512.
+QUERIES = np.array([0, 1, 5, 9, 40, 600, 601])
+KEYS = np.array([0, 2, 3, 5, 8, 13, 21, 34, 55, 89, 1000])
+
+
+@pytest.mark.parametrize('name', ['kerple_log', 'kerple_power'])
+def test_kerple_biases_match_the_paper(name):
+  # Per head: p and a inside their bounds, and below them (read at the bound: 1e-2, and p at most 2).
+  params = {'power': jnp.array([0.7, 1e-4, 3.5]), 'scale': jnp.array([0.3, 2.0, -1.0])}
+  bias, _ = _bias(name, QUERIES, KEYS, params=params)
+  p = np.array([0.7, 1e-2, 3.5 if name == 'kerple_log' else 2.0])[:, None, None]
+  a = np.array([0.3, 2.0, 1e-2])[:, None, None]
+  distance = np.abs(QUERIES[:, None] - KEYS[None, :]).astype(np.float64)
+  expected = -p * np.log(1 + a * distance) if name == 'kerple_log' else -a * distance ** p
+  np.testing.assert_allclose(bias, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_kerple_clamps_pass_the_gradient_and_the_power_kernel_is_differentiable_at_distance_zero():
+  module = encodings.create('kerple_power', encodings.REGISTRY['kerple_power'].Options(), max_len=8, dim=8,
+                            num_heads=2, head_dim=4)
+  positions = jnp.arange(5)[None]
+  params = {'power': jnp.array([1.0, -0.5]), 'scale': jnp.array([0.5, 0.5])}
+  grads = jax.grad(lambda p: module.apply({'params': p}, positions, positions, causal=False,
+                                          method='attention_terms').bias.sum())(params)
+  assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
+  assert (np.asarray(grads['power']) != 0).all()  # Also for the head whose p is read at its bound.
+
+
+def test_fire_matches_the_paper_with_the_threshold_reached_and_not():
+  # L = 512 * 0.02 = 10.24: queries below it and far beyond it.
+  initial = _bias('fire', QUERIES, KEYS)[1]
+  params = initial | {'c': np.float64(0.3), 'threshold_multiplier': np.float64(0.02)}
+  bias, params = _bias('fire', QUERIES, KEYS, params=jax.tree.map(jnp.asarray, params))
+  psi = lambda x: np.log(0.3 * x + 1)
+  distance = np.abs(QUERIES[:, None] - KEYS[None, :]).astype(np.float64)
+  normalized = psi(distance) / psi(np.maximum(512 * 0.02, QUERIES.astype(np.float64)))[:, None]
+  hidden = np.maximum(normalized[..., None] * params['hidden']['kernel'][0] + params['hidden']['bias'], 0)
+  expected = (hidden @ params['output']['kernel'] + params['output']['bias']).transpose(2, 0, 1)
+  np.testing.assert_allclose(bias, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_bias_matches_an_mlp_of_the_signed_log_distance():
+  bias, params = _bias('dynamic_bias', QUERIES, KEYS, width=5, depth=2)
+  relative = (QUERIES[:, None] - KEYS[None, :]).astype(np.float64)
+  x = (np.sign(relative) * np.log(1 + np.abs(relative)))[..., None]
+  for layer in ('hidden_0', 'hidden_1'):
+    x = x @ params[layer]['kernel'] + params[layer]['bias']
+    x = x / (1 + np.exp(-x))  # SiLU.
+  expected = (x @ params['output']['kernel'] + params['output']['bias']).transpose(2, 0, 1)
+  np.testing.assert_allclose(bias, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('name', ['alibi', 't5', 'kerple_log', 'kerple_power', 'dynamic_bias', 'fire'])
+@pytest.mark.parametrize('causal', [False, True])
+def test_relative_biases_are_the_same_when_every_position_shifts(name, causal):
+  # FIRE is relative while every query position is below its threshold L (512 at initialisation).
+  positions = np.arange(9)
+  bias, params = _bias(name, positions, positions, causal=causal)
+  for shift in (1, 37, 400):
+    shifted, _ = _bias(name, positions + shift, positions + shift, causal=causal, params=params)
+    np.testing.assert_allclose(shifted, bias, rtol=1e-5, atol=1e-5)
+
+
+def test_fire_is_not_relative_past_its_threshold():
+  positions = np.arange(9)
+  bias, params = _bias('fire', positions + 600, positions + 600)
+  farther, _ = _bias('fire', positions + 5000, positions + 5000, params=params)
+  assert not np.allclose(farther, bias, atol=1e-4)  # psi(max(L, i)) grows with i: distances shrink.
+
+
+@pytest.mark.parametrize('name', ['kerple_log', 'kerple_power', 'fire', 'dynamic_bias', 'alibi', 't5'])
+def test_relative_biases_extrapolate_far_beyond_max_len_without_reading_outside_a_table(name):
+  positions = np.arange(0, 40000, 997)  # max_len is 16.
+  bias, _ = _bias(name, positions, positions)
+  assert np.isfinite(bias).all()
+
+
+def test_learned_alibi_slopes_start_at_the_papers_and_train():
+  module = encodings.create('alibi', encodings.REGISTRY['alibi'].Options(learned_slopes=True), max_len=8, dim=8,
+                            num_heads=4, head_dim=2)
+  positions = jnp.arange(6)[None]
+  variables = module.init(jax.random.PRNGKey(0), positions, positions, causal=False, method='attention_terms')
+  fixed = encodings.create('alibi', encodings.REGISTRY['alibi'].Options(), max_len=8, dim=8, num_heads=4, head_dim=2)
+  np.testing.assert_allclose(
+      module.apply(variables, positions, positions, causal=False, method='attention_terms').bias,
+      fixed.apply({}, positions, positions, causal=False, method='attention_terms').bias, rtol=1e-6)
+  grads = jax.grad(lambda v: module.apply(v, positions, positions, causal=False,
+                                          method='attention_terms').bias.sum())(variables)
+  assert (np.asarray(grads['params']['log_slopes']) < 0).all()  # Steeper slopes lower every off-diagonal bias.
+
+
+def _rope_terms(positions, head_dim: int = 16, **options):
+  module = encodings.create('rope', encodings.REGISTRY['rope'].Options(**options), max_len=64, dim=2 * head_dim,
+                            num_heads=2, head_dim=head_dim)
+  positions = jnp.asarray([positions])
+  return module.apply({}, positions, positions, causal=False, method='attention_terms').query_rotary
+
+
+def test_partial_rope_turns_only_its_fraction_and_keeps_scores_relative():
+  x = jax.random.normal(jax.random.PRNGKey(0), (1, 3, 2, 16))
+  rotary = _rope_terms([0, 7, 300], fraction=0.5)
+  rotated = rotary.apply(x)
+  np.testing.assert_array_equal(rotated[..., 8:], x[..., 8:])
+  assert not np.allclose(rotated[:, 1:, :, :8], x[:, 1:, :, :8])
+  np.testing.assert_allclose(rotated[:, 0], x[:, 0], rtol=1e-6)  # Position 0 does not turn.
+  q, k = jax.random.normal(jax.random.PRNGKey(1), (2, 1, 1, 2, 16))
+  score = lambda i, j: jnp.einsum('bqhd,bkhd->h', _rope_terms([i], fraction=0.5).apply(q),
+                                  _rope_terms([j], fraction=0.5).apply(k))
+  np.testing.assert_allclose(score(3 + 50, 10 + 50), score(3, 10), rtol=1e-4, atol=1e-4)
+
+
+def test_rope_interpolation_and_ntk_scaling_follow_their_definitions():
+  head_dim, factor = 16, 4.0
+  plain = _rope_terms([0, 3, 12], head_dim)
+  interpolated = _rope_terms([0, 12, 48], head_dim, interpolation_factor=factor)
+  np.testing.assert_allclose(interpolated.sin, plain.sin, rtol=1e-5, atol=1e-6)  # Position p x 4 turns as p did.
+  # NTK: base 10000 * 4^(16/14); the angle of pair k at position p is p * base^(-2k/16), in float64.
+  ntk = _rope_terms([1], head_dim, ntk_factor=factor)
+  base = 10000.0 * factor ** (head_dim / (head_dim - 2))
+  angles = base ** -(np.arange(0, head_dim, 2) / head_dim)
+  np.testing.assert_allclose(np.arctan2(ntk.sin, ntk.cos)[0, 0, 0], angles, rtol=1e-5)
+  assert angles[0] == 1.0 and np.isclose(angles[-1], (10000.0 ** -(14 / 16)) / factor)  # Slowest stretched x4.
+
+
+def test_xpos_scores_are_ropes_decayed_by_zeta_to_the_relative_position():
+  head_dim, gamma = 12, 512.0
+  module = encodings.create('xpos', encodings.REGISTRY['xpos'].Options(), max_len=64, dim=2 * head_dim, num_heads=2,
+                            head_dim=head_dim)
+  q, k = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (2, head_dim)), np.float64)
+
+  def score(n, m):
+    terms = module.apply({}, jnp.array([[n]]), jnp.array([[m]]), causal=True, method='attention_terms')
+    return float(jnp.sum(terms.query_rotary.apply(jnp.asarray(q)[None, None, None])
+                         * terms.key_rotary.apply(jnp.asarray(k)[None, None, None])))
+
+  def paper(n, m):  # Pair i = (x_i, x_{i + d/2}) turns by n theta_i and scales by zeta_i^(n / gamma) (keys: -m).
+    half = head_dim // 2
+    theta = 10000.0 ** -(2 * np.arange(half) / head_dim)
+    zeta = (np.arange(half) / half + 0.4) / 1.4
+    def turn(x, position, sign):
+      angle, scale = position * theta, zeta ** (sign * position / gamma)
+      return np.concatenate([x[:half] * np.cos(angle) - x[half:] * np.sin(angle),
+                             x[half:] * np.cos(angle) + x[:half] * np.sin(angle)]) * np.tile(scale, 2)
+    return float(turn(q, n, 1) @ turn(k, m, -1))
+
+  for n, m in ((5, 5), (40, 3), (300, 290), (700, 0), (3, 40)):
+    assert score(n, m) == pytest.approx(paper(n, m), rel=1e-4, abs=1e-4), (n, m)
+  assert score(400, 100) == pytest.approx(score(300, 0), rel=1e-4)  # Relative.

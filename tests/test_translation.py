@@ -150,6 +150,29 @@ def test_token_budget_batches_fill_the_budget_resume_and_split_across_hosts():
     next(batches(max_tokens=100))
 
 
+def test_length_sorted_evaluation_batches_hold_every_example_once_cut_only_where_it_is_padding():
+  rng = np.random.default_rng(1)
+  lengths = rng.integers(1, 30, 101).astype(np.int32)
+  ids = np.where(np.arange(32)[None] < lengths[:, None], rng.integers(4, 50, (101, 32)), 0).astype(np.int32)
+  dataset = ArrayDataset({'inputs': ids, 'lengths': lengths, 'row': np.arange(101)})
+  plain = list(dataset.eval_batches(16, shard=HostShard(0, 1)))
+  cut = list(dataset.eval_batches(16, shard=HostShard(0, 1), lengths_key='lengths', sequence_keys=('inputs',)))
+  assert len(cut) == len(plain) == 7
+  rows = np.concatenate([batch['row'][batch['weight'] > 0] for batch in cut])
+  assert sorted(rows.tolist()) == list(range(101))  # Every example once, the padding rows weigh 0.
+  assert (np.diff(lengths[rows]) >= 0).all()  # Shortest first.
+  for batch in cut:
+    real = batch['weight'] > 0
+    width = batch['inputs'].shape[1]
+    assert width % 8 == 0 and width - 8 < lengths[batch['row'][real]].max() <= width
+    np.testing.assert_array_equal(batch['inputs'][real], ids[batch['row'][real], :width])
+    assert not ids[batch['row'][real], width:].any()  # What was cut was padding.
+  halves = [list(dataset.eval_batches(16, shard=HostShard(index, 2), lengths_key='lengths', sequence_keys=('inputs',)))
+            for index in range(2)]
+  for whole, *parts in zip(cut, *halves):  # Hosts share each batch's width and hold its halves.
+    chex.assert_trees_all_equal(jax.tree.map(lambda *x: np.concatenate(x), *parts), whole)
+
+
 # Decoding.
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from lra_posenc.encodings import alibi, base, chebyshev, learned, legendre, rope, sinusoidal, t5
+from lra_posenc.encodings import (alibi, base, chebyshev, dynamic_bias, fire, kerple, learned, legendre, rope,
+                                  sinusoidal, t5, xpos)
 from lra_posenc.encodings.alibi import alibi_slopes
 from lra_posenc.encodings.base import AttentionTerms, PositionalEncoding, Rotary
 from lra_posenc.encodings.chebyshev import chebyshev_table
@@ -24,6 +25,11 @@ REGISTRY: dict[str, type[PositionalEncoding]] = {
     't5': t5.T5Encoding,
     'chebyshev': chebyshev.ChebyshevEncoding,
     'legendre': legendre.LegendreEncoding,
+    'kerple_log': kerple.KerpleLogEncoding,
+    'kerple_power': kerple.KerplePowerEncoding,
+    'fire': fire.FireEncoding,
+    'dynamic_bias': dynamic_bias.DynamicBiasEncoding,
+    'xpos': xpos.XposEncoding,
 }
 
 OPTIONS_KEY = 'model.pos_encoding_options'

@@ -2,16 +2,26 @@
 
 The penalty is -slope * |i - j|. In a causal decoder only j <= i is attended, where
 this is the paper's -slope * (i - j); in a bidirectional encoder both sides are
-penalised alike, which makes a bidirectional encoder blind to reversing the whole
-sequence (reversal preserves |i - j|) unless something else, like a CLS token at
-position 0, breaks the symmetry.
+penalised alike (x-transformers' convention; DeepMind's randomized-positions code adds
+half a slope on one side instead), which makes a bidirectional encoder blind to
+reversing the whole sequence (reversal preserves |i - j|) unless something else, like
+a CLS token at position 0, breaks the symmetry. With `learned_slopes` the slopes are
+learned per head, as their logarithms (so they stay positive), from the paper's.
 """
+import dataclasses
 import math
+from typing import ClassVar
 
+import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
 from lra_posenc.encodings import base
+
+
+@dataclasses.dataclass(frozen=True)
+class AlibiOptions:
+  learned_slopes: bool = False
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
@@ -31,9 +41,14 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 
 
 class AlibiEncoding(base.PositionalEncoding):
+  options: AlibiOptions = AlibiOptions()
+  Options: ClassVar[type] = AlibiOptions
 
+  @nn.compact
   def attention_terms(self, query_positions, key_positions, *, causal):
     del causal
     distance = jnp.abs(query_positions[:, None, :, None] - key_positions[:, None, None, :])
-    slopes = jnp.asarray(alibi_slopes(self.num_heads))[None, :, None, None]
-    return base.AttentionTerms(bias=-slopes * distance.astype(jnp.float32))
+    slopes = jnp.asarray(alibi_slopes(self.num_heads))
+    if self.options.learned_slopes:
+      slopes = jnp.exp(self.param('log_slopes', lambda *_: jnp.log(slopes)))
+    return base.AttentionTerms(bias=-slopes[None, :, None, None] * distance.astype(jnp.float32))

@@ -22,18 +22,25 @@ Array = jax.Array
 
 @flax.struct.dataclass
 class Rotary:
-  """Rotary angles for one side of attention, each of shape [batch|1, length, 1, head_dim // 2].
+  """Rotary angles for one side of attention, each of shape [batch|1, length, 1, rotated // 2].
 
-  A pytree, like `AttentionTerms`, so both cross rematerialised (`nn.remat`) block boundaries.
+  The first `rotated` features of each head turn (all of them, or a fraction: partial
+  rotary), the rest pass unchanged; with `scale` (of the same shape) each turned pair is
+  also multiplied by it (xPos). A pytree, like `AttentionTerms`, so both cross
+  rematerialised (`nn.remat`) block boundaries.
   """
   sin: Array
   cos: Array
+  scale: Array | None = None
 
   def apply(self, x: Array) -> Array:
-    """Rotates feature pairs (i, i + head_dim/2) of `x` [batch, length, heads, head_dim]."""
-    x1, x2 = jnp.split(x, 2, axis=-1)
+    """Rotates feature pairs (i, i + rotated/2), i < rotated/2, of `x` [batch, length, heads, head_dim]."""
+    rotated = 2 * self.sin.shape[-1]
+    x1, x2 = jnp.split(x[..., :rotated], 2, axis=-1)
     sin, cos = self.sin.astype(x.dtype), self.cos.astype(x.dtype)
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    if self.scale is not None:
+      sin, cos = sin * self.scale.astype(x.dtype), cos * self.scale.astype(x.dtype)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rotated:]], axis=-1)
 
 
 @flax.struct.dataclass

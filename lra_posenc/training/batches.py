@@ -115,16 +115,28 @@ class ArrayDataset:
       yield batch | {'weight': np.ones(len(rows), np.float32)}
       index += 1
 
-  def eval_batches(self, batch_size: int, *, shard: HostShard | None = None) -> CountedBatches:
-    """Every example once, in order; the last batch is padded with zero-weight rows."""
+  def eval_batches(self, batch_size: int, *, shard: HostShard | None = None, lengths_key: str | None = None,
+                   sequence_keys: Sequence[str] = (), length_multiple: int = 8) -> CountedBatches:
+    """Every example once, in order; the last batch is padded with zero-weight rows.
+
+    With `lengths_key`, examples go shortest first, and each batch's `sequence_keys` arrays
+    are cut to its longest example rounded up to `length_multiple` (a few shapes compile), so
+    short sentences are not padded to the split's longest; sums over the batches are the
+    same up to float rounding. The width is the global batch's, so every host has one shape.
+    """
     host_slice = (shard or HostShard.current()).slice(batch_size)
+    lengths = self.arrays[lengths_key] if lengths_key else None
+    order = np.argsort(lengths, kind='stable') if lengths_key else np.arange(self.size)
 
     def make() -> Iterator[Batch]:
       for begin in range(0, self.size, batch_size):
-        rows = np.arange(begin, begin + batch_size)[host_slice]
-        real = rows < self.size
-        rows = np.where(real, rows, 0)
-        batch = {k: a[rows] * _broadcast(real, a) for k, a in self.arrays.items()}
+        positions = np.arange(begin, begin + batch_size)
+        real = positions < self.size
+        rows = order[np.where(real, positions, 0)]
+        width = None if lengths is None else -(-int(lengths[rows[real]].max()) // length_multiple) * length_multiple
+        rows, real = rows[host_slice], real[host_slice]
+        batch = {k: a[rows][:, :width] * _broadcast(real, a) if k in sequence_keys else a[rows] * _broadcast(real, a)
+                 for k, a in self.arrays.items()}
         yield batch | {'weight': real.astype(np.float32)}
 
     return CountedBatches(make, -(-self.size // batch_size))
