@@ -460,6 +460,10 @@ def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_k
   old['data']['max_eval_length'] = old['data'].pop('max_eval_source_length')
   del old['decoding']['max_output_length'], old['decoding']['batch_size']
   del old['model']['attention_implementation'], old['model']['remat'], old['evaluation']['selection_metric']
+  for section, keys in (('model', ('norm_position', 'activation', 'activation_dropout_rate', 'embedding_scaling')),
+                        ('training', ('max_tokens', 'patience')), ('evaluation', ('average_last',))):
+    for key in keys:
+      del old[section][key]
   assert upgrade_old_config(old) == config
   with ml_collections.ConfigDict(old).unlocked() as stale:
     stale.data.max_eval_length = 16
