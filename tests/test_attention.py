@@ -58,7 +58,7 @@ def encoding_terms(name: str, query_positions, key_positions, *, causal: bool) -
                             num_heads=HEADS, head_dim=HEAD_DIM)
   terms, params = module.init_with_output(jax.random.key(1), query_positions, key_positions, causal=causal,
                                           method=module.attention_terms)
-  if params:  # T5's learned biases start near 0.02; make them large enough to matter.
+  if name == 't5':  # T5's learned biases start near 0.02; make them large enough to matter (the others' do).
     terms = module.apply(jax.tree.map(lambda p: p * 50.0, params), query_positions, key_positions, causal=causal,
                          method=module.attention_terms)
   return terms
