@@ -154,7 +154,8 @@ def main() -> None:
   print(f"{figures['cpu']}, jax {figures['jax']}: L{args.layers} d{args.dim} h{args.heads} mlp{args.mlp} "
         f"batch {args.batch}x{args.length} vocab {args.vocab} dropout {args.dropout}")
   print(f"ours ({args.encoding}) {ms['ours']:.1f} ms/step ({gflops['ours']:.0f} GFLOP/s), peer flax/wmt "
-        f"{ms['peer']:.1f} ms/step ({gflops['peer']:.0f} GFLOP/s): ratio ours/peer {figures['ratio_ours_to_peer']:.3f}; "
+        f"{ms['peer']:.1f} ms/step ({gflops['peer']:.0f} GFLOP/s): "
+        f"ratio ours/peer {figures['ratio_ours_to_peer']:.3f}; "
         f"float32 matmul {figures['matmul_gflops_per_second']:.0f} GFLOP/s")
   if args.output:
     with open(args.output, 'w') as f:

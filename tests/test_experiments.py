@@ -275,7 +275,8 @@ def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
 @pytest.mark.parametrize('encoding,kind,width', [
     ('none', 'none', None), ('sinusoidal', 'rows', 32), ('learned', 'rows', 32), ('rope', 'rows', 8),
     ('alibi', 'bias', None), ('t5', 'bias', None), ('chebyshev', 'rows', 32), ('legendre', 'rows', 32),
-    ('kerple_log', 'bias', None), ('kerple_power', 'bias', None), ('fire', 'bias', None), ('dynamic_bias', 'bias', None),
+    ('kerple_log', 'bias', None), ('kerple_power', 'bias', None), ('fire', 'bias', None),
+    ('dynamic_bias', 'bias', None),
     ('xpos', 'rows', 8)])
 def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
   options = encodings.REGISTRY[encoding].Options()

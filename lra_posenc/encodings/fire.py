@@ -4,10 +4,11 @@ b(i, j) = f(psi(i - j) / psi(max(L, i))), with psi(x) = log(c x + 1) and f an ML
 heads with ReLU; c (initialised at 0.1) and the threshold L (at 512) are learned, L as
 a multiplier of its initial value, as in the paper's code. The bias is a function of i - j
 alone while i <= L; past L the query's own position normalises the distance, so longer
-inputs map into the range of values seen in training. The numerator is psi(|i - j|): the paper's i - j where a causal decoder attends
-(j <= i), and in the bidirectional encoder a bias symmetric in i - j, as in the public
-implementations (they take |c (i - j)|). The normaliser is psi of max(L, i), the paper's:
-one public FIRE takes min(L, i), which stops normalising exactly where it should start.
+inputs map into the range of values seen in training. The numerator is psi(|i - j|): the
+paper's i - j where a causal decoder attends (j <= i), and in the bidirectional encoder a
+bias symmetric in i - j, as in the public implementations (they take |c (i - j)|). The
+normaliser is psi of max(L, i), the paper's: one public FIRE takes min(L, i), which stops
+normalising exactly where it should start.
 """
 import dataclasses
 from typing import ClassVar

@@ -3,9 +3,10 @@
 Pair i of d/2 turns as in RoPE and is scaled by zeta_i^(n / gamma) on a query at position n
 and by zeta_i^(-m / gamma) on a key at m, zeta_i = (i / (d/2) + gamma_0) / (1 + gamma_0), so
 the score of n and m carries zeta_i^((n - m) / gamma): an attention to keys farther back
-decays, fastest in the fastest-turning pair (zeta_0 = gamma_0 / (1 + gamma_0)). Positions are measured from the middle of
-the model's `max_len` (a shift both sides share, which leaves n - m alone) so the scales stay
-within float32 range for inputs several times `max_len`, as the paper's code centres them.
+decays, fastest in the fastest-turning pair (zeta_0 = gamma_0 / (1 + gamma_0)). Positions
+are measured from the middle of the model's `max_len` (a shift both sides share, which leaves
+n - m alone) so the scales stay within float32 range for inputs several times `max_len`, as
+the paper's code centres them.
 In a bidirectional encoder n - m is negative for keys after the query: their scores grow by
 zeta_i^(-(m - n) / gamma), exponentially in the distance, the mirror image of the decay
 (about 130-fold for m - n = 2000 at the defaults, in the fastest-turning pair).
