@@ -1,6 +1,7 @@
 """Transformer encoder and decoder (pre- or post-LayerNorm) with a pluggable positional encoding."""
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -141,7 +142,7 @@ class MlpBlock(nn.Module):
     return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
 
 
-def residual(cfg: TransformerConfig, x: Array, sublayer, *, deterministic: bool) -> Array:
+def residual(cfg: TransformerConfig, x: Array, sublayer: Callable[[Array], Array], *, deterministic: bool) -> Array:
   """`x` plus the dropped-out `sublayer` output, layer-normalised where `cfg.norm_position` says: the
   sublayer's input ('pre') or the sum ('post'). Called inside a block, whose layer norms these become."""
   dropout = functools.partial(Dropout(cfg.dropout_rate), deterministic=deterministic)
@@ -151,6 +152,7 @@ def residual(cfg: TransformerConfig, x: Array, sublayer, *, deterministic: bool)
 
 
 def mlp_block(cfg: TransformerConfig) -> MlpBlock:
+  """The MLP sublayer `cfg` describes."""
   return MlpBlock(cfg.mlp_dim, cfg.activation_dropout_rate, cfg.dtype, cfg.activation)
 
 
