@@ -95,7 +95,8 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir,
   config = checkpoint_every_5(tiny_data_dir)
   straight_workdir, straight = uninterrupted
   workdir = tmp_path / 'damaged'
-  assert run_listops(config, workdir, should_stop=lambda step: step == 10) == {'status': 'stopped', 'step': 10}
+  assert run_listops(config, workdir, should_stop=lambda step: step == 10) == {
+      'status': 'stopped', 'step': 10, 'training_ended': {'reason': 'stop_request', 'step': 10}}
   newest = workdir / 'checkpoints' / '10'
   if damage == 'corrupt files':
     damage_files(newest)
