@@ -47,8 +47,8 @@ class AlibiEncoding(base.PositionalEncoding):
   @nn.compact
   def attention_terms(self, query_positions, key_positions, *, causal):
     del causal
-    distance = jnp.abs(query_positions[:, None, :, None] - key_positions[:, None, None, :])
     slopes = jnp.asarray(alibi_slopes(self.num_heads))
     if self.options.learned_slopes:
       slopes = jnp.exp(self.param('log_slopes', lambda *_: jnp.log(slopes)))
-    return base.AttentionTerms(bias=-slopes[None, :, None, None] * distance.astype(jnp.float32))
+    return base.AttentionTerms(bias=-slopes[None, :, None, None] * base.absolute_distance(query_positions,
+                                                                                           key_positions))

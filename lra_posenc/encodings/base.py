@@ -99,6 +99,12 @@ class TableEncoding(PositionalEncoding):
     return x + lookup(table, positions).astype(x.dtype)
 
 
+def absolute_distance(query_positions: Array, key_positions: Array) -> Array:
+  """|i - j| for every query i and key j, as float32 [batch|1, 1, q_length, k_length]: one head axis to
+  broadcast per-head parameters over."""
+  return jnp.abs(query_positions[:, None, :, None] - key_positions[:, None, None, :]).astype(jnp.float32)
+
+
 def lookup(table: Array | np.ndarray, positions: Array) -> Array:
   """Rows of `table` at `positions`; positions outside the table read NaN, never a clamped row."""
   return jnp.take(jnp.asarray(table), positions, axis=0, mode='fill', fill_value=jnp.nan)

@@ -39,7 +39,7 @@ class KerpleEncoding(base.PositionalEncoding):
     del causal
     power = clamp_straight_through(self.param('power', uniform(2.0), (self.num_heads,)), SMALLEST, self.max_power)
     scale = clamp_straight_through(self.param('scale', uniform(1.0), (self.num_heads,)), SMALLEST)
-    distance = jnp.abs(query_positions[:, None, :, None] - key_positions[:, None, None, :]).astype(jnp.float32)
+    distance = base.absolute_distance(query_positions, key_positions)
     return base.AttentionTerms(bias=self.kernel(distance, power[:, None, None], scale[:, None, None]))
 
 
