@@ -92,12 +92,13 @@ def test_attention_path_matches_the_float64_oracle_forward_and_backward(encoding
     out = attention.attend(query, key, value, bias=bias, key_valid=valid, causal=causal, implementation=implementation)
     return (out.astype(jnp.float32) * output_gradient).sum(), out
 
-  arguments = (query, key, value, terms.bias)
-  differentiate = (0, 1, 2, 3) if terms.bias is not None else (0, 1, 2)
-  gradients, output = jax.grad(objective, argnums=differentiate, has_aux=True)(*arguments)
   mask = attention.attention_mask(valid, causal=causal, query_length=query.shape[1])
+  bias = terms.logit_bias(query, key, mask)  # Content terms (Transformer-XL, CoPE) reach attention as a bias.
+  arguments = (query, key, value, bias)
+  differentiate = (0, 1, 2, 3) if bias is not None else (0, 1, 2)
+  gradients, output = jax.grad(objective, argnums=differentiate, has_aux=True)(*arguments)
   expected_output, expected = oracle(query.astype(jnp.float32), key.astype(jnp.float32),
-                                     value.astype(jnp.float32), terms.bias, mask, output_gradient)
+                                     value.astype(jnp.float32), bias, mask, output_gradient)
   tolerance = 3e-2 if implementation == 'cudnn' else 2e-5  # Relative to the largest entry.
   close = lambda got, want: np.abs(np.asarray(got, np.float64) - want).max() <= tolerance * np.abs(want).max()
   assert close(output, expected_output)
@@ -140,6 +141,8 @@ def call(**changes) -> attention.AttentionCall:
     ({'has_bias': True}, 'trains with an attention bias only at even lengths; this call attends 2001 queries'),
     ({'has_bias': True, 'training': False}, None),
     ({'has_bias': True, 'query_length': 2000, 'key_length': 2000}, None),
+    ({'has_bias': True, 'has_content': True, 'query_length': 2000, 'key_length': 2000},
+     'computes attention logits from the queries and keys'),
 ])
 def test_cudnn_serves_the_calls_jax_documents_and_names_the_obstacle_otherwise(changes, reason):
   path = attention.choose_path('auto', call(**changes), fake_gpu())
@@ -205,8 +208,9 @@ def loss_and_gradients(metrics, init, batch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('task', ['listops', 'translation'])
-def test_remat_gives_the_same_loss_and_gradients(task, toy_corpus):
+@pytest.mark.parametrize('task, encoding', [('listops', None), ('translation', None),
+                                            ('listops', 'transformer_xl')])  # A content term crosses remat too.
+def test_remat_gives_the_same_loss_and_gradients(task, encoding, toy_corpus):
   results = []
   for remat in (False, True):
     if task == 'listops':
@@ -214,11 +218,12 @@ def test_remat_gives_the_same_loss_and_gradients(task, toy_corpus):
       config.data.max_length = 24
       config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, classifier_dim=32, dropout_rate=0.1,
                           attention_dropout_rate=0.1, remat=remat)
-      workload = listops_train.benchmark_workload(config)
     else:
       config = toy_config(toy_corpus)
       config.model.update(dropout_rate=0.1, attention_dropout_rate=0.1, remat=remat)
-      workload = translation_train.benchmark_workload(config)
+    if encoding is not None:
+      config.model.pos_encoding = encoding
+    workload = (listops_train if task == 'listops' else translation_train).benchmark_workload(config)
     batch = workload.batch(4, np.random.default_rng(0))
     results.append(loss_and_gradients(workload.task.metrics, workload.task.init_params, batch))
   (loss, gradients), (remat_loss, remat_gradients) = results
@@ -230,3 +235,15 @@ def test_remat_gives_the_same_loss_and_gradients(task, toy_corpus):
             for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(gradients), jax.tree.leaves(remat_gradients))
             if "['key']['bias']" not in jax.tree_util.keystr(path)}
   assert max(errors.values()) < 1e-5, errors
+
+
+@pytest.mark.parametrize('encoding', ['transformer_xl', 'cope'])
+def test_content_terms_take_xla_where_cudnn_could_serve_and_the_report_says_why(toy_corpus, encoding):
+  config = toy_config(toy_corpus)
+  config.model.update(dtype='bfloat16', attention_dropout_rate=0.0, pos_encoding=encoding)
+  model = create_translator(config, None, (64, 64)).model
+  paths = attention_paths(model.config, model.attention_calls(24, 16), device=fake_gpu())
+  assert paths['cross-attention'].implementation == 'cudnn'  # No positional terms there.
+  for call in ('encoder self-attention', 'decoder self-attention'):
+    assert paths[call].implementation == 'xla'
+    assert 'computes attention logits from the queries and keys' in paths[call].reason

@@ -1,4 +1,6 @@
 """Positional encodings against float64 oracles and the invariances they promise."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ from lra_posenc import encodings
 from lra_posenc.encodings import t5
 from lra_posenc.models import attention
 from lra_posenc.models.attention import broadcast_over_batch
-from lra_posenc.models.classifier import TransformerClassifier
+from lra_posenc.models.classifier import TransformerClassifier, randomized_positions
 from lra_posenc.models.transformer import Encoder, TransformerConfig
 
 # The acceptance bound on every table entry: float32 keeps ~6e-8 relative error for
@@ -122,6 +124,13 @@ def _small_transformer(name: str, *, max_len: int, num_layers: int) -> Transform
                            max_len=max_len)
 
 
+def _perturbed(params, scale: float):
+  """`params` plus scale x N(0, 1) noise: parameters away from their initialisation."""
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+  return jax.tree.unflatten(tree, [x + scale * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+
+
 def _classifier(name: str, pooling: str, max_len: int = 16) -> TransformerClassifier:
   config = _small_transformer(name, max_len=max_len + (pooling == 'cls'), num_layers=2)
   return TransformerClassifier(config, vocab_size=16, num_classes=10, pooling=pooling, classifier_dim=16)
@@ -144,6 +153,7 @@ def test_every_encoding_makes_order_matter(name):
   model = _classifier(name, 'mean')
   tokens = jnp.arange(1, 9)[None]
   params = model.init({'params': jax.random.PRNGKey(0)}, tokens, train=False)['params']
+  params = _perturbed(params, 0.1)  # Not initial ones: CoPE's position table starts at zero (the paper's code).
   logits = model.apply({'params': params}, tokens, train=False)
   swapped = tokens[:, jnp.array([2, 1, 0, 3, 4, 5, 6, 7])]
   assert not np.allclose(model.apply({'params': params}, swapped, train=False), logits, atol=1e-4)
@@ -257,9 +267,7 @@ def _bias(name: str, query_positions, key_positions, *, num_heads: int = 3, dim:
   if params is None:
     initial = module.init(jax.random.PRNGKey(0), query_positions, key_positions, causal=causal,
                           method='attention_terms').get('params', {})
-    leaves, tree = jax.tree.flatten(initial)
-    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
-    params = jax.tree.unflatten(tree, [x + 0.1 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+    params = _perturbed(initial, 0.1)
   bias = module.apply({'params': params}, query_positions, key_positions, causal=causal, method='attention_terms').bias
   return np.asarray(bias[0], np.float64), jax.tree.map(lambda x: np.asarray(x, np.float64), params)
 
@@ -412,3 +420,117 @@ def test_xpos_scores_are_ropes_decayed_by_zeta_to_the_relative_position():
   for n, m in ((5, 5), (40, 3), (300, 290), (700, 0), (3, 40)):
     assert score(n, m) == pytest.approx(paper(n, m), rel=1e-4, abs=1e-4), (n, m)
   assert score(400, 100) == pytest.approx(score(300, 0), rel=1e-4)  # Relative.
+
+
+# Content terms: logits that read the queries and keys, against float64 evaluations of their papers.
+
+def _content_logits(name: str, query_positions, key_positions, *, causal: bool, mask=None, params=None,
+                    max_len: int = 1024, num_heads: int = 2, head_dim: int = 6, seed: int = 0):
+  """Encoding `name`'s content logits [heads, q, k] for random queries and keys, with the float64 inputs."""
+  module = encodings.create(name, encodings.REGISTRY[name].Options(), max_len=max_len, dim=num_heads * head_dim,
+                            num_heads=num_heads, head_dim=head_dim)
+  query_positions, key_positions = jnp.asarray(query_positions)[None], jnp.asarray(key_positions)[None]
+  if params is None:  # The initial parameters, perturbed (CoPE's start at zero).
+    initial = module.init(jax.random.PRNGKey(0), query_positions, key_positions, causal=causal,
+                          method='attention_terms')['params']
+    params = _perturbed(initial, 0.5)
+  terms = module.apply({'params': params}, query_positions, key_positions, causal=causal, method='attention_terms')
+  keys = jax.random.split(jax.random.PRNGKey(seed), 2)
+  query = jax.random.normal(keys[0], (1, query_positions.shape[1], num_heads, head_dim))
+  key = jax.random.normal(keys[1], (1, key_positions.shape[1], num_heads, head_dim))
+  logits = terms.logit_bias(query, key, None if mask is None else jnp.asarray(mask)[None, None])
+  as64 = lambda x: np.asarray(x, np.float64)
+  return as64(logits[0]), as64(query[0]), as64(key[0]), jax.tree.map(as64, params), params
+
+
+def test_transformer_xl_logits_match_the_paper():
+  logits, q, k, params, _ = _content_logits('transformer_xl', QUERIES, KEYS, causal=False)
+  u, v, w_r = params['content_bias'], params['position_bias'], params['relative_projection']['kernel']
+  dim, head_dim = w_r.shape[0], q.shape[-1]
+  expected = np.zeros(logits.shape)
+  for i, position_i in enumerate(QUERIES):
+    for j, position_j in enumerate(KEYS):
+      d = float(position_i - position_j)  # R_{i-j}: sines then cosines of d / 10000^(2k/dim).
+      angles = d / 10000.0 ** (np.arange(0, dim, 2) / dim)
+      r = np.concatenate([np.sin(angles), np.cos(angles)])
+      for h in range(q.shape[1]):  # The paper's (b) + (d) terms and the content bias' (c), scaled as (a).
+        expected[h, i, j] = (u[h] @ k[j, h] + (q[i, h] + v[h]) @ (r @ w_r[:, h, :])) / np.sqrt(head_dim)
+  np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4)
+
+
+def _cope_paper(q, k, mask, embeddings, *, bidirectional: bool):
+  """CoPE of Golovneva et al.'s code, per head, in float64 loops (the later-keys half is this framework's)."""
+  heads, length = q.shape[1], q.shape[0]
+  cap = embeddings.shape[1] - 1
+  expected = np.zeros((heads, length, length))
+  for h in range(heads):
+    for i in range(length):
+      gates = np.where(mask[i], 1 / (1 + np.exp(-(k[:, h] @ q[i, h]) / np.sqrt(q.shape[-1]))), 0.0)
+      for j in range(length):
+        later = j > i
+        if later and not bidirectional:
+          continue
+        position = min(gates[i:j + 1].sum() if later else gates[j:i + 1].sum(), cap)
+        low, high = int(np.floor(position)), int(np.ceil(position))
+        table = embeddings[int(later)]
+        weight = position - low
+        expected[h, i, j] = q[i, h] @ (weight * table[high] + (1 - weight) * table[low])
+  return expected
+
+
+@pytest.mark.parametrize('causal', [True, False])
+def test_cope_logits_match_the_paper(causal):
+  length = 13
+  positions = np.arange(length) + 5
+  mask = np.tril(np.ones((length, length), bool)) if causal else np.ones((length, length), bool)
+  mask[:, [3, 11, 12]] = False  # Padded keys count nothing.
+  # A table of 6: gate sums pass the cap, which reads its last row.
+  module_max_len = 6
+  logits, q, k, params, _ = _content_logits('cope', positions, positions, causal=causal, mask=mask,
+                                            max_len=module_max_len)
+  expected = _cope_paper(q, k, mask, params['embeddings'], bidirectional=not causal)
+  np.testing.assert_allclose(np.where(mask, logits, 0.0), np.where(mask, expected, 0.0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize('name', ['transformer_xl', 'cope'])
+@pytest.mark.parametrize('causal', [False, True])
+def test_content_terms_are_the_same_when_every_position_shifts_and_finite_beyond_max_len(name, causal):
+  positions = np.arange(9)
+  logits, _, _, _, params = _content_logits(name, positions, positions, causal=causal, max_len=16)
+  for shift in (1, 37, 400):  # TXL's table covers every distance of these 9 positions; CoPE reads no positions.
+    shifted = _content_logits(name, positions + shift, positions + shift, causal=causal, max_len=16, params=params)[0]
+    np.testing.assert_allclose(shifted, logits, rtol=1e-5, atol=1e-5)
+  long = np.arange(40)  # Beyond max_len 16: the distance table grows with the call.
+  assert np.isfinite(_content_logits(name, long, long, causal=causal, max_len=16, params=params)[0]).all()
+
+
+# Randomized positions (Ruoss et al. 2023).
+
+def test_randomized_positions_are_sorted_distinct_uniform_draws():
+  draws = jax.vmap(lambda key: randomized_positions(key, 6, 20)[0])(jax.random.split(jax.random.PRNGKey(0), 4000))
+  draws = np.asarray(draws)
+  assert (np.diff(draws, axis=1) > 0).all() and draws.min() >= 0 and draws.max() < 20
+  # Without replacement, each of the 20 positions is drawn with probability 6/20 (sd of the mean ~0.007).
+  np.testing.assert_allclose(np.bincount(draws.ravel(), minlength=20) / 4000, 0.3, atol=0.03)
+  np.testing.assert_array_equal(randomized_positions(jax.random.PRNGKey(3), 6, 6), np.arange(6)[None])
+
+
+@pytest.mark.parametrize('name', ['sinusoidal', 'rope', 'alibi'])
+def test_randomized_positions_draw_per_key_and_equal_plain_ones_when_every_position_is_drawn(name):
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (2, 8), 1, 16)
+  plain = _classifier(name, 'cls', max_len=8)
+  params = plain.init({'params': jax.random.PRNGKey(0)}, tokens, train=False)['params']
+  forward = lambda model, key: model.apply({'params': params}, tokens, train=True,
+                                           rngs={'dropout': jax.random.PRNGKey(5), 'positions': key})
+  no_draw = jax.random.PRNGKey(9)  # Not read by a model without randomized positions.
+  # 9 positions (CLS and 8 tokens) drawn from [0, 9) are 0 ... 8: the plain model.
+  np.testing.assert_array_equal(forward(plain.clone(randomized_positions=9), jax.random.PRNGKey(2)),
+                                forward(plain, no_draw))
+  randomized = plain.clone(randomized_positions=500, config=dataclasses.replace(plain.config, max_len=500))
+  first = forward(randomized, jax.random.PRNGKey(2))
+  np.testing.assert_array_equal(forward(randomized, jax.random.PRNGKey(2)), first)
+  assert not np.allclose(forward(randomized, jax.random.PRNGKey(3)), first, atol=1e-4)
+  evaluate = lambda: randomized.apply({'params': params}, tokens, train=False)
+  np.testing.assert_array_equal(evaluate(), evaluate())  # One fixed draw in evaluation.
+  with pytest.raises(ValueError, match='model.randomized_positions=500 cannot place an input of 601 positions'):
+    randomized.apply({'params': params}, jnp.ones((1, 600), jnp.int32), train=False)

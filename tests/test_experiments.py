@@ -16,6 +16,7 @@ from lra_posenc.data import listops
 from lra_posenc.listops import train
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.tasks import TASKS
+from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -319,3 +320,18 @@ def test_every_listops_config_variant_is_valid(variant):
   options = listops.GeneratorOptions.from_spec(config.data.generator)
   assert options.shorter_than <= config.data.max_length + 1  # Every generated expression fits.
   assert config.data.num_classes == options.label_modulus
+
+
+def test_randomized_positions_cover_every_input_position_and_set_the_encodings_reach():
+  config = lra.get_config('cpu')  # 64 tokens and the CLS token.
+  config.model.randomized_positions = 64
+  with pytest.raises(ValueError, match=r'model.randomized_positions=64 must be 0 \(off\) or at least the 65 '
+                                       r'positions of an input \(data.max_length 64 and the CLS token\)'):
+    train.create_model(config)
+  config.model.update(randomized_positions=300, pos_encoding='learned')
+  model = train.create_model(config)
+  assert model.config.max_len == 300 and model.randomized_positions == 300
+  old = config.to_dict()
+  del old['model']['randomized_positions']
+  assert upgrade_old_config(old) == config.to_dict() | {'model': config.to_dict()['model'] | {
+      'randomized_positions': 0}}

@@ -59,6 +59,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.pooling = 'cls'
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_placement = 'input'  # Or 'after_encoder' (the Chebyshev-PE study's placement).
+  # L > 0: randomized positions (Ruoss et al. 2023), sorted draws from [0, L) instead of 0 ... T-1, for
+  # length generalisation: L at least the longest test input. lra_posenc/models/classifier.py.
+  config.model.randomized_positions = 0
   config.model.pos_encoding_options = encodings.options_config()
   config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
   # 'auto': cuDNN's fused attention on NVIDIA GPUs wherever it can serve a call (bfloat16, no attention

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from lra_posenc.encodings import (alibi, base, chebyshev, dynamic_bias, fire, kerple, learned, legendre, rope,
-                                  sinusoidal, t5, xpos)
+from lra_posenc.encodings import (alibi, base, chebyshev, cope, dynamic_bias, fire, kerple, learned, legendre, rope,
+                                  sinusoidal, t5, transformer_xl, xpos)
 from lra_posenc.encodings.alibi import alibi_slopes
-from lra_posenc.encodings.base import AttentionTerms, PositionalEncoding, Rotary
+from lra_posenc.encodings.base import AttentionTerms, ContentTerm, PositionalEncoding, Rotary
 from lra_posenc.encodings.chebyshev import chebyshev_table
 from lra_posenc.encodings.legendre import legendre_table
 from lra_posenc.encodings.sinusoidal import sinusoidal_table
@@ -30,12 +30,14 @@ REGISTRY: dict[str, type[PositionalEncoding]] = {
     'fire': fire.FireEncoding,
     'dynamic_bias': dynamic_bias.DynamicBiasEncoding,
     'xpos': xpos.XposEncoding,
+    'transformer_xl': transformer_xl.TransformerXlEncoding,
+    'cope': cope.CopeEncoding,
 }
 
 OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
-    'REGISTRY', 'AttentionTerms', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
+    'REGISTRY', 'AttentionTerms', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
     'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create', 'acts_in_attention',
 ]
 

@@ -1,15 +1,17 @@
 """The contract every positional encoding fulfils.
 
 An encoding acts in up to two places: on the token embeddings (`add_to_inputs`) and
-inside attention (`attention_terms`: a logit bias and/or rotary angles for queries
-and keys). The model asks both questions of every encoding, so adding an encoding
-never adds a branch to the model.
+inside attention (`attention_terms`: a logit bias, rotary angles for queries and keys,
+and/or a content term: logits computed from the queries and keys themselves). The
+model asks both questions of every encoding, so adding an encoding never adds a
+branch to the model.
 
 Positions are int32 arrays of shape [batch or 1, length]; a leading 1 broadcasts
 over the batch and keeps attention biases small.
 """
 import dataclasses
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import flax
 import flax.linen as nn
@@ -44,11 +46,32 @@ class Rotary:
 
 
 @flax.struct.dataclass
+class ContentTerm:
+  """Attention logits that read the queries and keys (Transformer-XL, CoPE): `logits(arrays, query, key,
+  mask)` [batch, heads, q_length, k_length], from the projected (and rotated) query and key [batch,
+  length, heads, head_dim] and the boolean mask [batch|1, 1, q_length, k_length] of keys each query
+  may attend to. `arrays` (a pytree: parameters, positions) cross block boundaries as the other
+  terms do; `logits` is static, a module-level function, so two calls' terms have one structure.
+  The result is added to the scaled q.k logits as is: the term does its own scaling.
+  """
+  arrays: Any
+  logits: Callable[[Any, Array, Array, Array | None], Array] = flax.struct.field(pytree_node=False)
+
+
+@flax.struct.dataclass
 class AttentionTerms:
   """What an encoding contributes to one attention call."""
   bias: Array | None = None  # [batch|1, heads, q_length, k_length], added to the logits.
   query_rotary: Rotary | None = None
   key_rotary: Rotary | None = None
+  content: ContentTerm | None = None
+
+  def logit_bias(self, query: Array, key: Array, mask: Array | None) -> Array | None:
+    """Everything added to the scaled q.k logits: the bias plus the content term's logits, if any."""
+    if self.content is None:
+      return self.bias
+    content = self.content.logits(self.content.arrays, query, key, mask)
+    return content if self.bias is None else content + self.bias
 
 
 @dataclasses.dataclass(frozen=True)

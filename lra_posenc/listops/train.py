@@ -31,7 +31,7 @@ from lra_posenc.training.config_checks import (check_keys, check_positive, check
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement')
+MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions')
 SELECTION_METRICS = ('accuracy',)
 
 
@@ -49,7 +49,12 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_positive(model, 'model', 'classifier_dim')
   check_section_choice(model, 'model', 'pooling', POOLINGS)
   check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
-  transformer = transformer_config(model, max_len=config.data.max_length + (model.pooling == 'cls'))
+  positions = config.data.max_length + (model.pooling == 'cls')
+  if model.randomized_positions and model.randomized_positions < positions:
+    raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least the '
+                     f'{positions} positions of an input (data.max_length {config.data.max_length}'
+                     f'{" and the CLS token" if model.pooling == "cls" else ""})')
+  transformer = transformer_config(model, max_len=max(positions, model.randomized_positions))
   if model.pos_encoding_placement != 'input' and encodings.acts_in_attention(model.pos_encoding):
     additive = [name for name in encodings.REGISTRY if not encodings.acts_in_attention(name)]
     raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
@@ -57,7 +62,8 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB),
                                num_classes=config.data.num_classes, pooling=model.pooling,
                                classifier_dim=model.classifier_dim,
-                               pos_encoding_placement=model.pos_encoding_placement)
+                               pos_encoding_placement=model.pos_encoding_placement,
+                               randomized_positions=model.randomized_positions)
 
 
 def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
@@ -74,7 +80,8 @@ def example_outcomes(model: TransformerClassifier, params, batch: Batch, rng: ja
                      ) -> tuple[jax.Array, jax.Array]:
   """Each example's cross-entropy and whether its most probable class is the label."""
   train = rng is not None
-  logits = model.apply({'params': params}, batch['inputs'], train=train, rngs={'dropout': rng} if train else {})
+  rngs = {'dropout': rng, 'positions': jax.random.fold_in(rng, 1)} if train else {}
+  logits = model.apply({'params': params}, batch['inputs'], train=train, rngs=rngs)
   log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
   nll = -jnp.take_along_axis(log_probs, batch['targets'][:, None], axis=-1)[:, 0]
   return nll, jnp.argmax(logits, -1) == batch['targets']

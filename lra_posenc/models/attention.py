@@ -52,6 +52,7 @@ class AttentionCall:
   has_bias: bool
   dropout_rate: float
   training: bool
+  has_content: bool = False  # The encoding computes logits from the queries and keys.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,9 @@ def cudnn_obstacle(call: AttentionCall, device: Any) -> str | None:
   capability = nvidia_compute_capability(device)
   if capability is None:
     return f'cuDNN fused attention needs an NVIDIA GPU; the device is {device.platform} ({device.device_kind})'
+  if call.has_content:
+    return ('the positional encoding computes attention logits from the queries and keys (a content term); '
+            'cuDNN takes only a ready bias, so XLA computes the whole call')
   if jnp.dtype(call.dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
     return f'cuDNN fused attention computes in bfloat16 or float16; model.dtype is {jnp.dtype(call.dtype).name}'
   if call.training and call.dropout_rate > 0:
@@ -209,15 +213,18 @@ class MultiHeadAttention(nn.Module):
       query = terms.query_rotary.apply(query)
     if terms.key_rotary is not None:
       key = terms.key_rotary.apply(key)
-    if self.is_mutable_collection('intermediates'):
-      mask = attention_mask(key_valid, causal=causal, query_length=query.shape[1])
-      self.sow('intermediates', 'attention_weights', attention_weights(query, key, bias=terms.bias, mask=mask))
+    sowing = self.is_mutable_collection('intermediates')
+    mask = attention_mask(key_valid, causal=causal, query_length=query.shape[1]) if (
+        sowing or terms.content is not None) else None
+    bias = terms.logit_bias(query, key, mask)
+    if sowing:
+      self.sow('intermediates', 'attention_weights', attention_weights(query, key, bias=bias, mask=mask))
     call = AttentionCall(dtype=query.dtype, head_dim=head_dim, query_length=query.shape[1],
-                         key_length=key.shape[1], has_bias=terms.bias is not None, dropout_rate=self.dropout_rate,
-                         training=not deterministic)
+                         key_length=key.shape[1], has_bias=bias is not None, dropout_rate=self.dropout_rate,
+                         training=not deterministic, has_content=terms.content is not None)
     path = choose_path(self.implementation, call, jax.local_devices()[0])
     dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
-    out = attend(query, key, value, bias=terms.bias, key_valid=key_valid, causal=causal,
+    out = attend(query, key, value, bias=bias, key_valid=key_valid, causal=causal,
                  implementation=path.implementation, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng)
     return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), dtype=self.dtype, name='out')(out)
 

@@ -13,12 +13,27 @@ POOLINGS = ('cls', 'mean')
 PLACEMENTS = ('input', 'after_encoder')
 
 
+def randomized_positions(key: jax.Array, length: int, max_position: int) -> jax.Array:
+  """`length` distinct positions from [0, max_position), drawn uniformly without replacement and sorted:
+  int32 [1, length], shared by the batch."""
+  if length > max_position:
+    raise ValueError(f'model.randomized_positions={max_position} cannot place an input of {length} positions: '
+                     'it must be at least the longest input (with the CLS token)')
+  return jnp.sort(jax.random.choice(key, max_position, (length,), replace=False)).astype(jnp.int32)[None]
+
+
 class TransformerClassifier(nn.Module):
   """Classifies token sequences [batch, length]; token id `pad_id` marks padding.
 
   With 'cls' pooling a learned vector is prepended at position 0, so the encoder sees
   length + 1 positions; `TransformerConfig.max_len` must count it. `pos_encoding_placement`
   is one of PLACEMENTS.
+
+  With `randomized_positions` = L > 0 (Ruoss et al. 2023) the encoder's positions are not 0 ... T-1
+  but T distinct draws from [0, L), sorted (the CLS token takes the first): one draw per call (per
+  batch and device), from the 'positions' RNG stream in training. The paper draws at test time
+  too; evaluation here uses one fixed draw, so that scores are reproducible. `config.max_len`
+  must cover L.
   """
   config: TransformerConfig
   vocab_size: int
@@ -27,6 +42,7 @@ class TransformerClassifier(nn.Module):
   classifier_dim: int
   pos_encoding_placement: str = 'input'
   pad_id: int = 0
+  randomized_positions: int = 0
 
   def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool]]:
     """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's terms)."""
@@ -44,10 +60,15 @@ class TransformerClassifier(nn.Module):
       cls = self.param('cls', nn.initializers.normal(0.02), (1, 1, cfg.emb_dim))
       x = jnp.concatenate([jnp.broadcast_to(cls, (x.shape[0], 1, cfg.emb_dim)), x], axis=1)
       valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
+    positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
+    if self.randomized_positions:
+      key = self.make_rng('positions') if train else jax.random.key(0)
+      positions = randomized_positions(key, x.shape[1], self.randomized_positions)
     after_encoder = self.pos_encoding_placement == 'after_encoder'
-    x = Encoder(cfg, add_to_inputs=not after_encoder, name='encoder')(x, valid=valid, deterministic=not train)
+    x = Encoder(cfg, add_to_inputs=not after_encoder, name='encoder')(x, valid=valid, positions=positions,
+                                                                      deterministic=not train)
     if after_encoder:
-      x = create_encoding(cfg).add_to_inputs(x, jnp.arange(x.shape[1], dtype=jnp.int32)[None])
+      x = create_encoding(cfg).add_to_inputs(x, positions)
     if self.pooling == 'cls':
       pooled = x[:, 0]
     else:

@@ -90,11 +90,11 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
   return cfg
 
 
-def _attention_call(cfg: TransformerConfig, query_length: int, key_length: int, *,
-                    has_bias: bool) -> attention.AttentionCall:
+def _attention_call(cfg: TransformerConfig, query_length: int, key_length: int, *, has_bias: bool,
+                    has_content: bool = False) -> attention.AttentionCall:
   return attention.AttentionCall(dtype=cfg.dtype, head_dim=cfg.head_dim, query_length=query_length,
                                  key_length=key_length, has_bias=has_bias, dropout_rate=cfg.attention_dropout_rate,
-                                 training=True)
+                                 training=True, has_content=has_content)
 
 
 def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, bool]],
@@ -106,20 +106,24 @@ def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, boo
   layers decide through the same `attention.choose_path` when they are traced.
   """
   device = device or jax.local_devices()[0]
-  has_bias = encoding_has_bias(cfg)
+  terms = encoding_terms_shape(cfg)
+  has_content = terms.content is not None
+  has_bias = terms.bias is not None or has_content
   return {name: attention.choose_path(cfg.attention_implementation,
-                                      _attention_call(cfg, q_length, k_length, has_bias=takes_terms and has_bias),
+                                      _attention_call(cfg, q_length, k_length, has_bias=takes_terms and has_bias,
+                                                      has_content=takes_terms and has_content),
                                       device)
           for name, (q_length, k_length, takes_terms) in calls.items()}
 
 
-def encoding_has_bias(cfg: TransformerConfig) -> bool:
-  """Whether `cfg`'s encoding adds a bias to attention logits (found by tracing its terms, not by its name)."""
+def encoding_terms_shape(cfg: TransformerConfig) -> encodings.AttentionTerms:
+  """The shapes of `cfg`'s encoding's attention terms: which of bias, rotations and content term it gives
+  (found by tracing, not by its name)."""
   positions = jnp.zeros((1, 2), jnp.int32)
   encoding = create_encoding(cfg)
   terms, _ = jax.eval_shape(lambda: encoding.init_with_output(
       jax.random.key(0), positions, positions, causal=False, method=encoding.attention_terms))
-  return terms.bias is not None
+  return terms
 
 
 def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:

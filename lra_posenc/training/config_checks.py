@@ -42,7 +42,9 @@ def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str
 ADDED_KEYS = {'model.attention_implementation': 'auto', 'model.remat': False, 'evaluation.selection_metric': 'accuracy',
               'training.patience': 0, 'evaluation.average_last': 0}
 # Model keys added later, also missing from older checkpoints' records: each task's that its model has.
-ADDED_MODEL_KEYS = ('norm_position', 'activation', 'activation_dropout_rate', 'embedding_scaling')
+ADDED_MODEL_KEYS = ('norm_position', 'activation', 'activation_dropout_rate', 'embedding_scaling',
+                    'randomized_positions')
+TRANSLATION_ONLY_MODEL_KEYS, LISTOPS_ONLY_MODEL_KEYS = ('embedding_scaling',), ('randomized_positions',)
 
 
 def upgrade_old_config(config: dict) -> dict:
@@ -58,8 +60,8 @@ def upgrade_old_config(config: dict) -> dict:
   data = config.get('data', {})
   translation = 'length_buckets' in data
   if 'model' in config:
-    config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS
-                                                          if translation or key != 'embedding_scaling'])
+    other_task = LISTOPS_ONLY_MODEL_KEYS if translation else TRANSLATION_ONLY_MODEL_KEYS
+    config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS if key not in other_task])
   if translation:
     config['training'].setdefault('max_tokens', 0)
   if 'max_eval_length' in data:
@@ -77,7 +79,7 @@ def upgrade_old_model(model: dict, keys: Iterable[str]) -> dict:
   """A `config.model` (or a checkpoint's record of it) from before the ADDED_MODEL_KEYS among `keys`,
   with them, at the values that give the behaviour from before them."""
   earlier = {'norm_position': 'pre', 'activation': 'gelu', 'embedding_scaling': 'none',
-             'activation_dropout_rate': model.get('dropout_rate')}
+             'activation_dropout_rate': model.get('dropout_rate'), 'randomized_positions': 0}
   return {key: earlier[key] for key in keys if key in ADDED_MODEL_KEYS} | model
 
 
