@@ -247,3 +247,14 @@ def test_content_terms_take_xla_where_cudnn_could_serve_and_the_report_says_why(
   for call in ('encoder self-attention', 'decoder self-attention'):
     assert paths[call].implementation == 'xla'
     assert 'computes attention logits from the queries and keys' in paths[call].reason
+
+
+def test_cudnn_asked_for_a_content_term_is_a_config_error(monkeypatch):
+  config = lra.get_config('cpu')
+  config.model.update(pos_encoding='cope', attention_implementation='cudnn', dtype='bfloat16',
+                      attention_dropout_rate=0.0)
+  monkeypatch.setattr(jax, 'local_devices', lambda: [fake_gpu()])
+  with pytest.raises(ValueError, match="'cudnn' cannot run here: the positional encoding computes attention logits"):
+    transformer_config(config.model, max_len=65)
+  config.model.pos_encoding = 'alibi'
+  transformer_config(config.model, max_len=65)

@@ -86,7 +86,9 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
       remat=model.remat, norm_position=model.norm_position, activation=model.activation,
       activation_dropout_rate=model.activation_dropout_rate)
   if cfg.attention_implementation == 'cudnn':  # What holds for every call; lengths are checked per call.
-    attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=False), jax.local_devices()[0])
+    has_content = encoding_terms_shape(cfg).content is not None
+    attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=has_content, has_content=has_content),
+                          jax.local_devices()[0])
   return cfg
 
 
