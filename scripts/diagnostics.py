@@ -47,7 +47,8 @@ CORRELATION_THRESHOLD = 0.999
 
 def representation(name: str, options: object, *, length: int, dim: int, num_heads: int, head_dim: int,
                    params: dict | None) -> tuple[str, np.ndarray | None]:
-  """('rows', [length, width]) or ('bias', [heads, length, length]) or ('none', None) for `name`."""
+  """('rows', [length, width]) or ('bias', [heads, length, length]) or ('content', None) (logits that read
+  the queries and keys: only attention maps show them) or ('none', None) for `name`."""
   module = encodings.create(name, options, max_len=length, dim=dim, num_heads=num_heads, head_dim=head_dim)
   positions = jnp.arange(length, dtype=jnp.int32)[None]
   zeros = jnp.zeros((1, length, dim), jnp.float32)
@@ -66,6 +67,8 @@ def representation(name: str, options: object, *, length: int, dim: int, num_hea
     return 'rows', np.concatenate([np.asarray(rotary.cos)[0, :, 0], np.asarray(rotary.sin)[0, :, 0]], axis=-1)
   if terms.bias is not None:
     return 'bias', np.asarray(jnp.broadcast_to(terms.bias, (1, num_heads, length, length)))[0]
+  if terms.content is not None:
+    return 'content', None
   return 'none', None
 
 
@@ -251,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> None:
       plot_bias(title, values, path)
       summary[name] = {'representation': 'bias', 'plot': path, 'shape': list(values.shape)}
       print(f'{name}: attention bias {list(values.shape)}')
+    elif kind == 'content':
+      summary[name] = {'representation': 'content'}
+      print(f'{name}: attention logits from queries and keys; --expression shows them in a trained run')
     else:
       summary[name] = {'representation': 'none'}
       print(f'{name}: gives positions nothing to plot')

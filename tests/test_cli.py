@@ -34,7 +34,7 @@ def run(arguments: list[str], *, cwd=ROOT) -> subprocess.CompletedProcess:
     (['--config=configs/listops/lra.py:cpu', '--config.model.pos_encoding=sine'],
      "error: model.pos_encoding='sine' is not a known encoding; valid choices: ['none', 'sinusoidal', 'learned', "
      "'rope', 'alibi', 't5', 'chebyshev', 'legendre', 'kerple_log', 'kerple_power', 'fire', 'dynamic_bias', "
-     "'xpos']"),
+     "'xpos', 'transformer_xl', 'cope']"),
 ])
 def test_a_user_error_is_one_line_with_status_2_and_leaves_no_workdir(tmp_path, overrides, message):
   workdir = tmp_path / 'run'

@@ -278,7 +278,7 @@ def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
     ('alibi', 'bias', None), ('t5', 'bias', None), ('chebyshev', 'rows', 32), ('legendre', 'rows', 32),
     ('kerple_log', 'bias', None), ('kerple_power', 'bias', None), ('fire', 'bias', None),
     ('dynamic_bias', 'bias', None),
-    ('xpos', 'rows', 8)])
+    ('xpos', 'rows', 8), ('transformer_xl', 'content', None), ('cope', 'content', None)])
 def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
   options = encodings.REGISTRY[encoding].Options()
   found, values = diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
