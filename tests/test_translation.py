@@ -23,7 +23,7 @@ from configs.listops import lra
 from configs.translation import multi30k
 from lra_posenc import encodings
 from lra_posenc.data.files import DataError
-from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
+from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right, tied_logits
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
@@ -198,6 +198,23 @@ def test_cached_decoding_equals_full_forward(pos_encoding, norm_position, activa
     stepwise.append(logits[:, 0])
   # Same float32 arithmetic in another order; logits are O(1).
   np.testing.assert_allclose(jnp.stack(stepwise, axis=1), full, atol=2e-5)
+
+
+@pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
+def test_tied_logits_and_their_gradients_are_the_plain_products(dtype):
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  y = jax.random.normal(keys[0], (3, 7, 16)).astype(dtype)
+  table = jax.random.normal(keys[1], (50, 16)).astype(dtype)
+  weights = jax.random.normal(keys[2], (3, 7, 50))  # A loss that weighs every logit differently.
+  loss = lambda product: lambda y, table: (product(y, table).astype(jnp.float32) * weights).sum()
+  ours = jax.grad(loss(tied_logits), argnums=(0, 1))(y, table)
+  plain = jax.grad(loss(lambda y, table: jnp.dot(y, table.T)), argnums=(0, 1))(y, table)
+  tolerance = 1e-5 if dtype == jnp.float32 else 2e-2
+  np.testing.assert_array_equal(tied_logits(y, table), jnp.dot(y, table.T))
+  for got, want in zip(ours, plain):
+    assert got.dtype == want.dtype == dtype
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=tolerance,
+                               atol=tolerance * float(jnp.abs(want.astype(jnp.float32)).max()))
 
 
 def test_embedding_scalings_are_one_function_of_tables_a_factor_sqrt_d_apart():

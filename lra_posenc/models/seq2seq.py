@@ -15,6 +15,32 @@ Array = jax.Array
 EMBEDDING_SCALINGS = ('none', 'sqrt_dim')
 
 
+@jax.custom_vjp
+def tied_logits(y: Array, embedding: Array) -> Array:
+  """y [..., d] times the embedding table [V, d] transposed: logits [..., V].
+
+  The same product as jnp.dot(y, embedding.T), differentiated so that the table's gradient is
+  (y^T g)^T: XLA:CPU otherwise forms g^T g-sized, transposing the [tokens, V] logit gradient
+  (33M floats at 4096 tokens and V 8000) to multiply it, where this transposes y and the
+  [d, V] product, V / d and tokens / d times smaller.
+  """
+  return jnp.dot(y, embedding.T)
+
+
+def _tied_logits_forward(y: Array, embedding: Array) -> tuple[Array, tuple[Array, Array]]:
+  return tied_logits(y, embedding), (y, embedding)
+
+
+def _tied_logits_backward(residuals: tuple[Array, Array], gradient: Array) -> tuple[Array, Array]:
+  y, embedding = residuals
+  gradient = gradient.astype(y.dtype)
+  flat_y, flat_gradient = y.reshape(-1, y.shape[-1]), gradient.reshape(-1, gradient.shape[-1])
+  return jnp.dot(gradient, embedding), jnp.dot(flat_y.T, flat_gradient).T.astype(embedding.dtype)
+
+
+tied_logits.defvjp(_tied_logits_forward, _tied_logits_backward)
+
+
 def shift_right(targets: Array, bos_id: int) -> Array:
   """Decoder inputs: `bos_id`, then the targets without their last position."""
   return jnp.concatenate([jnp.full_like(targets[:, :1], bos_id), targets[:, :-1]], axis=1)
@@ -66,10 +92,11 @@ class Seq2SeqTransformer(nn.Module):
     y = self.decoder(self.target_embed(decoder_inputs) * self.lookup_scale, encoded, encoder_valid=encoder_valid,
                      deterministic=not train)
     if self.share_embeddings:  # In the model's dtype, like every other matrix product; lookups stay float32.
+      # Entries of unit variance ('none'): y divided by sqrt(d), as a table of variance 1/d would give, on
+      # y rather than on the V times larger logits and their gradient.
+      y = y if self.embedding_scaling == 'sqrt_dim' else y / jnp.sqrt(y.shape[-1]).astype(y.dtype)
       dtype = self.config.dtype
-      logits = jnp.dot(y.astype(dtype), self.target_embed.embedding.astype(dtype).T)
-      # Entries of unit variance: divided by sqrt(d), as a table of variance 1/d would give.
-      return logits if self.embedding_scaling == 'sqrt_dim' else logits / jnp.sqrt(y.shape[-1]).astype(dtype)
+      return tied_logits(y.astype(dtype), self.target_embed.embedding.astype(dtype))
     return self.output_projection(y)
 
   def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:

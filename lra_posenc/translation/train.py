@@ -126,7 +126,9 @@ def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, 
   floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
   shifted = logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True))  # Terms of the size of the spread.
   log_sum_exp = jnp.log(jnp.exp(shifted).sum(-1))
-  target_shifted = jnp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+  # A select, not a gather: its gradient is then a select too, fused into the softmax's, where a gather's
+  # is a scatter into a fresh [tokens, V] array.
+  target_shifted = jnp.where(jnp.arange(vocab_size) == targets[..., None], shifted, 0.0).sum(-1)
   smoothed = log_sum_exp - (confidence - off_value) * target_shifted - off_value * shifted.sum(-1)
   correct = jnp.argmax(logits, -1) == targets if exact_accuracy else target_shifted >= 0
   return smoothed - floor, log_sum_exp - target_shifted, correct
