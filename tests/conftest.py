@@ -4,12 +4,15 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import chex
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -24,6 +27,22 @@ from lra_posenc.training import trainer  # noqa: E402
 from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_configure(config):
+  """One XLA compilation cache for the session, this process and the processes tests start.
+
+  Tests compile the same small programs again and again (a run and its resumed twin, one
+  config in several processes); compiling dominates their time on CPU. A cache hit loads
+  the executable XLA built for the identical program, so results are unchanged.
+  """
+  directory = tempfile.mkdtemp(prefix='lra_posenc_tests_xla_cache_')
+  config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+  settings = {'jax_compilation_cache_dir': directory, 'jax_persistent_cache_min_compile_time_secs': 0,
+              'jax_persistent_cache_min_entry_size_bytes': 0}
+  for name, value in settings.items():
+    jax.config.update(name, value)
+    os.environ[name.upper()] = str(value)
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, longer_than=2, shorter_than=24)

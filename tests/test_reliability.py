@@ -23,7 +23,7 @@ from conftest import (assert_same_parameters, final_params, run_listops, start_w
                       worker_results)
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
-from lra_posenc.training import trainer
+from lra_posenc.training import stop_signals, trainer
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.translation import input_pipeline as translation_input
 
@@ -63,6 +63,16 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_p
     assert checkpoints.latest_step() == stopped
   config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
   assert run_listops(config, tmp_path)['steps_this_run'] == 3
+
+
+def test_ctrl_c_requests_a_stop_and_a_second_one_interrupts_at_once():
+  before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+  with stop_signals.StopSignals() as signals:
+    os.kill(os.getpid(), signal.SIGINT)
+    assert signals.requested()
+    with pytest.raises(KeyboardInterrupt):
+      os.kill(os.getpid(), signal.SIGINT)
+  assert {signum: signal.getsignal(signum) for signum in before} == before
 
 
 def damage_files(step_dir) -> None:
