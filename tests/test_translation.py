@@ -189,11 +189,12 @@ def test_cached_decoding_equals_full_forward(pos_encoding, norm_position, activa
   cache = jax.tree.map(jnp.zeros_like, cache)
   encoded = model.apply({'params': params}, sources, train=False, method=Seq2SeqTransformer.encode)
   decoder_inputs = shift_right(targets, BOS_ID)
+  decode_step = jax.jit(functools.partial(stepper.apply, train=False, method=Seq2SeqTransformer.decode_logits,
+                                          mutable=['cache']))
   stepwise = []
   for t in range(targets.shape[1]):
-    logits, updated = stepper.apply({'params': params, 'cache': cache}, decoder_inputs[:, t:t + 1], encoded,
-                                    sources != PAD_ID, train=False, method=Seq2SeqTransformer.decode_logits,
-                                    mutable=['cache'])
+    logits, updated = decode_step({'params': params, 'cache': cache}, decoder_inputs[:, t:t + 1], encoded,
+                                  sources != PAD_ID)
     cache = updated['cache']
     stepwise.append(logits[:, 0])
   # Same float32 arithmetic in another order; logits are O(1).
