@@ -35,7 +35,6 @@ import sys
 from collections.abc import Callable, Sequence
 
 import jax
-import ml_collections
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -125,9 +124,10 @@ def listops_depth_scores(workdir: str) -> dict[str, dict]:
 
 def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
   """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits."""
-  with open(os.path.join(workdir, 'config.json')) as f:
-    data = ml_collections.ConfigDict(json.load(f)['data'])
-  tokenizers = translation_input.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint)
+  data = read_config(workdir).data
+  lowercase = data.tokenizer.lowercase
+  tokenizers = translation_input.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint,
+                                                 lowercase=lowercase)
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:
     text = translation_train.read_text(data, split)
@@ -139,14 +139,15 @@ def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
     sources += text.sources
     hypotheses += written
     references += text.targets
-  lengths = np.array([len(tokenizers.source.encode(s)) for s in sources])
+  lengths = np.array([len(ids) for ids in tokenizers.encode_sources(sources)])
   edges = list(bounds[:-1]) + [bounds[-1], np.iinfo(np.int32).max]
   scores = {}
   for low, high in zip(edges[:-1], edges[1:]):
     rows = np.flatnonzero((lengths >= low) & (lengths < high))
     label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
     if len(rows):
-      bleu = translation_train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows])['bleu']
+      bleu = translation_train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
+                                                lowercase=lowercase)['bleu']
       scores[label] = {'score': bleu, 'examples': int(len(rows))}
   return scores
 

@@ -91,6 +91,27 @@ def test_tokenizer_round_trip_and_reuse(toy_corpus, tmp_path):
   assert not separate.joint and separate.source.encode('Hund') != separate.target.encode('Hund')
 
 
+def test_a_lowercasing_tokenizer_reads_any_case_alike_and_keeps_eszett(toy_corpus, tmp_path):
+  text = input_pipeline.read_split(toy_corpus, 'train', 'en', 'de')
+  cased = input_pipeline.ParallelText([s.title() for s in text.sources], [t.title() for t in text.targets],
+                                      'src', 'tgt')
+  options = dict(joint=True, vocab_size=64, model_type='unigram', character_coverage=1.0)
+  input_pipeline.write_missing_tokenizers(str(tmp_path), cased, lowercase=True, **options)
+  tokenizers = input_pipeline.load_tokenizers(str(tmp_path), joint=True, lowercase=True)
+  assert tokenizers.fingerprints['lowercase'] is True  # A resume without the option is refused.
+  assert 'lowercase' not in trained_tokenizers(str(tmp_path / 'cased'), text, **options).fingerprints
+  pieces = {tokenizers.source.id_to_piece(i) for i in range(tokenizers.source.get_piece_size())}
+  assert not any(piece != piece.lower() for piece in pieces)  # Trained on lowercased text only.
+  for sentence in cased.sources[:10] + cased.targets[:10] + ['Katze GROß Baum']:
+    ids = tokenizers.encode_targets([sentence])[0]
+    assert ids == tokenizers.encode_targets([sentence.lower()])[0] == tokenizers.encode_sources([sentence.capitalize()])[0]
+    # str.lower, not Unicode case folding, which would write ß as ss.
+    assert input_pipeline.decode_ids(tokenizers.target, np.asarray(ids + [EOS_ID])) == sentence.lower()
+  dataset, _ = input_pipeline.encode_split(cased, tokenizers, split='train', max_length=16, train=True)
+  lowered, _ = input_pipeline.encode_split(text, tokenizers, split='train', max_length=16, train=True)
+  np.testing.assert_array_equal(dataset.arrays['targets'], lowered.arrays['targets'])
+
+
 def test_training_filters_and_evaluation_keeps_every_pair(toy_corpus, tmp_path):
   text = input_pipeline.ParallelText(['one two', '', 'one ' * 20, 'red dog'], ['eins zwei', 'leer', 'eins ' * 20, ''],
                                      'src', 'tgt')
@@ -482,6 +503,7 @@ def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_k
                         ('training', ('max_tokens', 'patience')), ('evaluation', ('average_last',))):
     for key in keys:
       del old[section][key]
+  del old['data']['tokenizer']['lowercase']
   assert upgrade_old_config(old) == config
   with ml_collections.ConfigDict(old).unlocked() as stale:
     stale.data.max_eval_length = 16
@@ -584,6 +606,10 @@ def test_tokenized_bleu_is_corpus_bleu_on_lowercased_moses_tokens():
   # Case and the space before punctuation count in sacreBLEU's cased headline, not here.
   assert train.tokenized_bleu_scores(['A dog runs.'], ['a dog runs .'], 'en')['tokenized_bleu'] == pytest.approx(100)
   assert train.sacrebleu_scores(['A dog runs.'], ['a dog runs .'])['bleu'] < 100
+  # A lowercasing tokenizer's output is scored lowercased, and its signature says so.
+  lowercased = train.sacrebleu_scores(['a dog runs.'], ['A dog runs.'], lowercase=True)
+  assert lowercased['bleu'] == pytest.approx(100) and 'case:lc' in lowercased['bleu_signature']
+  assert train.sacrebleu_scores(['a dog runs.'], ['A dog runs.'])['bleu'] < 100
 
 
 @pytest.mark.slow

@@ -105,25 +105,41 @@ def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: st
 
 @dataclasses.dataclass(frozen=True)
 class Tokenizers:
-  """Source and target SentencePiece models (the same one for a joint vocabulary)."""
+  """Source and target SentencePiece models (the same one for a joint vocabulary), and whether they read
+  lowercased text (then their outputs are lowercase too)."""
   source: spm.SentencePieceProcessor
   target: spm.SentencePieceProcessor
-  fingerprints: dict[str, str]
+  fingerprints: dict[str, str | bool]
+  lowercase: bool = False
 
   @property
   def joint(self) -> bool:
     return self.source is self.target
+
+  def encode_sources(self, sentences: Sequence[str]) -> list[list[int]]:
+    return self.source.encode(fold_case(sentences, self.lowercase))
+
+  def encode_targets(self, sentences: Sequence[str]) -> list[list[int]]:
+    return self.target.encode(fold_case(sentences, self.lowercase))
 
 
 def tokenizer_names(joint: bool) -> tuple[str, ...]:
   return ('joint',) if joint else ('source', 'target')
 
 
+def fold_case(sentences: Sequence[str], lowercase: bool) -> list[str]:
+  """`sentences` lowercased by `str.lower` when `lowercase` (it keeps German's ß, which Unicode case folding
+  would turn into ss), else as they are."""
+  return [s.lower() for s in sentences] if lowercase else list(sentences)
+
+
 def write_missing_tokenizers(directory: str, train: ParallelText, *, joint: bool, vocab_size: int, model_type: str,
-                             character_coverage: float) -> None:
-  """Trains and saves those of `directory/{joint|source|target}.model` that do not exist yet."""
+                             character_coverage: float, lowercase: bool = False) -> None:
+  """Trains and saves those of `directory/{joint|source|target}.model` that do not exist yet, on the training
+  text lowercased if `lowercase`."""
   os.makedirs(directory, exist_ok=True)
-  corpora = {'joint': train.sources + train.targets, 'source': train.sources, 'target': train.targets}
+  sources, targets = fold_case(train.sources, lowercase), fold_case(train.targets, lowercase)
+  corpora = {'joint': sources + targets, 'source': sources, 'target': targets}
   for name in tokenizer_names(joint):
     path = os.path.join(directory, f'{name}.model')
     if not os.path.exists(path):
@@ -138,7 +154,8 @@ def write_missing_tokenizers(directory: str, train: ParallelText, *, joint: bool
       os.replace(path + '.tmp', path)
 
 
-def load_tokenizers(directory: str, *, joint: bool) -> Tokenizers:
+def load_tokenizers(directory: str, *, joint: bool, lowercase: bool = False) -> Tokenizers:
+  """The models `write_missing_tokenizers` saved; `lowercase` must be what they were trained with."""
   processors, fingerprints = {}, {}
   for name in tokenizer_names(joint):
     path = os.path.join(directory, f'{name}.model')
@@ -148,9 +165,11 @@ def load_tokenizers(directory: str, *, joint: bool) -> Tokenizers:
       proto = f.read()
     processors[name] = spm.SentencePieceProcessor(model_proto=proto)
     fingerprints[f'{name}.model'] = hashlib.sha256(proto).hexdigest()
+  if lowercase:  # Part of what a checkpoint is only valid with; absent when off, as before the option.
+    fingerprints['lowercase'] = True
   if joint:
-    return Tokenizers(processors['joint'], processors['joint'], fingerprints)
-  return Tokenizers(processors['source'], processors['target'], fingerprints)
+    return Tokenizers(processors['joint'], processors['joint'], fingerprints, lowercase)
+  return Tokenizers(processors['source'], processors['target'], fingerprints, lowercase)
 
 
 def encode_split(text: ParallelText, tokenizers: Tokenizers, *, split: str, max_length: int, train: bool
@@ -162,8 +181,8 @@ def encode_split(text: ParallelText, tokenizers: Tokenizers, *, split: str, max_
   beyond max_length, counting the pairs cut.
   """
   report = EncodeReport(split)
-  sources = tokenizers.source.encode(text.sources)
-  targets = tokenizers.target.encode(text.targets)
+  sources = tokenizers.encode_sources(text.sources)
+  targets = tokenizers.encode_targets(text.targets)
   kept_sources, kept_targets = [], []
   for source_ids, target_ids, source, target in zip(sources, targets, text.sources, text.targets):
     reason = None

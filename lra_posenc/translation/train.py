@@ -34,7 +34,7 @@ from lra_posenc.validation import check_range
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
-TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage')
+TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage', 'lowercase')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
 MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
 LOSS_KEYS = ('label_smoothing',)
@@ -134,9 +134,14 @@ def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, 
   return smoothed - floor, log_sum_exp - target_shifted, correct
 
 
-def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float | str]:
-  """sacreBLEU on detokenized, cased text (its default 13a tokenisation): the headline, with its signature."""
-  bleu = sacrebleu.metrics.BLEU()
+def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lowercase: bool = False
+                     ) -> dict[str, float | str]:
+  """sacreBLEU on detokenized text (its default 13a tokenisation): the headline, with its signature.
+
+  Cased unless `lowercase` (a model trained on lowercased text, `data.tokenizer.lowercase`: its signature
+  then says case:lc).
+  """
+  bleu = sacrebleu.metrics.BLEU(lowercase=lowercase)
   score = bleu.corpus_score(list(hypotheses), [list(references)])
   return {'bleu': score.score, 'bleu_signature': str(bleu.get_signature())}
 
@@ -202,9 +207,12 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   tokenizer_dir = os.path.join(workdir, 'tokenizer')
   distributed.on_primary(lambda: input_pipeline.write_missing_tokenizers(
       tokenizer_dir, texts['train'], joint=data.tokenizer.joint, vocab_size=data.tokenizer.vocab_size,
-      model_type=data.tokenizer.model_type, character_coverage=data.tokenizer.character_coverage),
+      model_type=data.tokenizer.model_type, character_coverage=data.tokenizer.character_coverage,
+      lowercase=data.tokenizer.lowercase),
       f'training the tokenizer into {tokenizer_dir}')
-  tokenizers = input_pipeline.load_tokenizers(tokenizer_dir, joint=data.tokenizer.joint)
+  tokenizers = input_pipeline.load_tokenizers(tokenizer_dir, joint=data.tokenizer.joint,
+                                              lowercase=data.tokenizer.lowercase)
+  corpus_sacrebleu = functools.partial(sacrebleu_scores, lowercase=data.tokenizer.lowercase)
   datasets = {}
   for name, text in texts.items():
     train = name == 'train'
@@ -236,7 +244,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       os.makedirs(directory, exist_ok=True)
       with open(os.path.join(directory, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in translations)
-    scores = sacrebleu_scores(translations, texts[split].targets)
+    scores = corpus_sacrebleu(translations, texts[split].targets)
     scores |= tokenized_bleu_scores(translations, texts[split].targets, data.target_lang)
     logging.info('%s, %s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', which, split, scores['bleu'],
                  scores['bleu_signature'], scores['tokenized_bleu'], scores['tokenized_bleu_signature'])
@@ -244,7 +252,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
 
   def score_validation(replicated_params) -> dict[str, float]:
     translations = hypotheses(greedy, replicated_params, 'validation', 'greedy decoding of validation')
-    return {'bleu': sacrebleu_scores(translations, texts['validation'].targets)['bleu']}
+    return {'bleu': corpus_sacrebleu(translations, texts['validation'].targets)['bleu']}
 
   example = jnp.zeros((1, data.max_length), jnp.int32)
   return trainer.Task(
@@ -257,7 +265,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       score_validation=score_validation if config.evaluation.selection_metric == 'bleu' else None,
       artifacts={'tokenizer': tokenizers.fingerprints},
       attention_paths=attention_paths(model.config, model.attention_calls(data.max_length, data.max_length)),
-      baselines={f'{split}_copy_source_bleu': sacrebleu_scores(texts[split].sources, texts[split].targets)['bleu']
+      baselines={f'{split}_copy_source_bleu': corpus_sacrebleu(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
       test_splits=tuple(data.test_splits),
       score_test=score_test,

@@ -30,7 +30,8 @@ def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: in
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
     config.decoding.length_penalty = length_penalty
-  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=config.data.tokenizer.joint)
+  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=config.data.tokenizer.joint,
+                                              lowercase=config.data.tokenizer.lowercase)
   return create_translator(config, tokenizers).translate(params, sentences)
 
 

@@ -95,7 +95,7 @@ class Translator:
 
   def translate(self, params: Params, sentences: Sequence[str]) -> list[str]:
     """Detokenized translations of raw `sentences`, with unreplicated `params`."""
-    inputs = pad_ids(self.tokenizers.source.encode(list(sentences)), self.max_source_length)
+    inputs = pad_ids(self.tokenizers.encode_sources(sentences), self.max_source_length)
     outputs = self.translate_ids(flax.jax_utils.replicate(params), inputs)
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
 
