@@ -68,8 +68,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.max_length = 64  # Training pairs with more ids (with EOS) on either side are dropped.
   config.data.max_eval_source_length = 80  # Evaluation keeps every pair; longer sources are cut (and counted).
   config.data.length_buckets = (16, 24, 32, 48, 64)  # Training batches of similar lengths; () pads all to max_length.
-  # lowercase=True: the tokenizer is trained on, and reads, lowercased text (the Multi30k literature's
-  # preprocessed data is lowercased); translations are then lowercase and sacreBLEU is scored lowercased.
+  # lowercase=True: the tokenizer is trained on, and reads, lowercased text (as the shared task's
+  # *.lc.norm.tok files); translations are then lowercase and sacreBLEU is scored lowercased.
   config.data.tokenizer = ml_collections.ConfigDict(dict(
       joint=True, vocab_size=8000, model_type='unigram', character_coverage=1.0, lowercase=False))
 
