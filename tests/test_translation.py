@@ -104,7 +104,8 @@ def test_a_lowercasing_tokenizer_reads_any_case_alike_and_keeps_eszett(toy_corpu
   assert not any(piece != piece.lower() for piece in pieces)  # Trained on lowercased text only.
   for sentence in cased.sources[:10] + cased.targets[:10] + ['Katze GROß Baum']:
     ids = tokenizers.encode_targets([sentence])[0]
-    assert ids == tokenizers.encode_targets([sentence.lower()])[0] == tokenizers.encode_sources([sentence.capitalize()])[0]
+    assert ids == tokenizers.encode_targets([sentence.lower()])[0]
+    assert ids == tokenizers.encode_sources([sentence.capitalize()])[0]
     # str.lower, not Unicode case folding, which would write ß as ss.
     assert input_pipeline.decode_ids(tokenizers.target, np.asarray(ids + [EOS_ID])) == sentence.lower()
   dataset, _ = input_pipeline.encode_split(cased, tokenizers, split='train', max_length=16, train=True)
