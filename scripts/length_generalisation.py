@@ -125,9 +125,7 @@ def listops_depth_scores(workdir: str) -> dict[str, dict]:
 def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
   """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits."""
   data = read_config(workdir).data
-  lowercase = data.tokenizer.lowercase
-  tokenizers = translation_input.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=data.tokenizer.joint,
-                                                 lowercase=lowercase)
+  tokenizers = translation_input.workdir_tokenizers(workdir, data.tokenizer)
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:
     text = translation_train.read_text(data, split)
@@ -147,7 +145,7 @@ def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
     label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
     if len(rows):
       bleu = translation_train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
-                                                lowercase=lowercase)['bleu']
+                                                lowercase=tokenizers.lowercase)['bleu']
       scores[label] = {'score': bleu, 'examples': int(len(rows))}
   return scores
 

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 
+import ml_collections
 import numpy as np
 import sentencepiece as spm
 from absl import logging
@@ -170,6 +171,16 @@ def load_tokenizers(directory: str, *, joint: bool, lowercase: bool = False) -> 
   if joint:
     return Tokenizers(processors['joint'], processors['joint'], fingerprints, lowercase)
   return Tokenizers(processors['source'], processors['target'], fingerprints, lowercase)
+
+
+def tokenizer_directory(workdir: str) -> str:
+  """Where a translation run keeps its SentencePiece models (written once, read on every resume)."""
+  return os.path.join(workdir, 'tokenizer')
+
+
+def workdir_tokenizers(workdir: str, tokenizer: ml_collections.ConfigDict) -> Tokenizers:
+  """The tokenizers a translation run saved in `workdir`, read as its `data.tokenizer` config says."""
+  return load_tokenizers(tokenizer_directory(workdir), joint=tokenizer.joint, lowercase=tokenizer.lowercase)
 
 
 def encode_split(text: ParallelText, tokenizers: Tokenizers, *, split: str, max_length: int, train: bool

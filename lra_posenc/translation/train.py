@@ -204,14 +204,13 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   data = config.data
   splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
   texts = {name: read_text(data, split) for name, split in splits.items()}
-  tokenizer_dir = os.path.join(workdir, 'tokenizer')
+  tokenizer_dir = input_pipeline.tokenizer_directory(workdir)
   distributed.on_primary(lambda: input_pipeline.write_missing_tokenizers(
       tokenizer_dir, texts['train'], joint=data.tokenizer.joint, vocab_size=data.tokenizer.vocab_size,
       model_type=data.tokenizer.model_type, character_coverage=data.tokenizer.character_coverage,
       lowercase=data.tokenizer.lowercase),
       f'training the tokenizer into {tokenizer_dir}')
-  tokenizers = input_pipeline.load_tokenizers(tokenizer_dir, joint=data.tokenizer.joint,
-                                              lowercase=data.tokenizer.lowercase)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
   corpus_sacrebleu = functools.partial(sacrebleu_scores, lowercase=data.tokenizer.lowercase)
   datasets = {}
   for name, text in texts.items():

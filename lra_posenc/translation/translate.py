@@ -7,7 +7,6 @@ The workdir's config.json, tokenizer and best checkpoint define the model, so th
 matches the translations written at the end of training (same search settings unless
 --beam_size or --length_penalty override them).
 """
-import os
 import sys
 from collections.abc import Sequence
 
@@ -30,8 +29,7 @@ def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: in
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
     config.decoding.length_penalty = length_penalty
-  tokenizers = input_pipeline.load_tokenizers(os.path.join(workdir, 'tokenizer'), joint=config.data.tokenizer.joint,
-                                              lowercase=config.data.tokenizer.lowercase)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, config.data.tokenizer)
   return create_translator(config, tokenizers).translate(params, sentences)
 
 
