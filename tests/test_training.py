@@ -18,7 +18,7 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.training import trainer
-from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.metric_writer import read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -275,6 +275,9 @@ def test_patience_stops_where_a_full_run_stops_improving_and_averaging_is_the_me
   assert results['averaged']['steps'] == steps
   # The averaged parameters, computed here from the run's own checkpoints, score as reported.
   params = [final_params(tmp_path / 'patient', step) for step in steps]
+  evaluated_steps, evaluated = restore_evaluated(str(tmp_path / 'patient'))  # The kept ones, read back read-only.
+  assert evaluated_steps == steps
+  chex.assert_trees_all_equal(evaluated, params)
   mean = jax.tree.map(lambda *leaves: np.mean(np.stack(leaves), axis=0), *params)
   task = train.create_task(config, str(tmp_path / 'patient'))
   _, p_eval_step = trainer.pmapped_steps(task)

@@ -355,6 +355,27 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
 
 
 @pytest.mark.slow
+def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, tmp_path):
+  sys.path.insert(0, SCRIPTS_DIR)
+  import decoding_grid
+  workdir, results = trained_toy
+  beam, penalty = results['config']['decoding']['beam_size'], results['config']['decoding']['length_penalty']
+  output = tmp_path / 'grid.json'
+  decoding_grid.main([f'--workdir={workdir}', '--split=test', f'--beam_sizes=1,{beam}',
+                      f'--length_penalties={penalty},2.0', f'--output={output}'])
+  with open(output) as f:
+    grid = json.load(f)
+  rows = {(row['beam_size'], row['length_penalty']): row for row in grid['rows']}
+  assert list(rows) == [(1, None), (beam, penalty), (beam, 2.0)]  # Greedy search once: it has no penalty.
+  # The setting training used, decoded anew from the best checkpoint, scores what training reported.
+  bleu_keys = ('bleu', 'bleu_signature', 'tokenized_bleu', 'tokenized_bleu_signature')
+  assert {k: rows[beam, penalty][k] for k in bleu_keys} == {k: results['test'][k] for k in bleu_keys}
+  assert grid['steps'] == [results['best_step']] and grid['sentences'] == 64
+  with pytest.raises(FileNotFoundError, match='average_last'):  # This run kept no evaluated parameters.
+    decoding_grid.checkpoint_params(str(workdir), 'averaged')
+
+
+@pytest.mark.slow
 def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
   sys.path.insert(0, SCRIPTS_DIR)
   import length_generalisation

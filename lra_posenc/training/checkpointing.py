@@ -195,14 +195,27 @@ def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
   """
   config = read_config(workdir)
   best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
-  if not os.path.isdir(best_dir):
-    raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')
-  manager = _manager(best_dir, max_to_keep=None, read_only=True)
+  (step,), (state,) = _restore_read_only(best_dir, 'no checkpoint yet; train first', newest_only=True)
+  return config, state['params'], step
+
+
+def restore_evaluated(workdir: str) -> tuple[list[int], list[Any]]:
+  """The steps (oldest first) and parameters of the evaluations a workdir kept for averaging
+  (`evaluation.average_last`). Reads only; creates nothing.
+  """
+  return _restore_read_only(os.path.join(os.path.abspath(workdir), EVALUATED_DIR),
+                            'no evaluated parameters (evaluation.average_last was 0, or nothing was evaluated yet)')
+
+
+def _restore_read_only(directory: str, missing: str, *, newest_only: bool = False) -> tuple[list[int], list[Any]]:
+  """The steps of `directory` (or its newest one) and the states saved there, without writing anything."""
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(f'{directory}: {missing}')
+  manager = _manager(directory, max_to_keep=None, read_only=True)
   try:
-    step = manager.latest_step()
-    if step is None:
-      raise FileNotFoundError(f'{best_dir}: no checkpoint yet; train first')
-    state, _ = _restore(manager, step)
+    steps = sorted(manager.all_steps())[-1:] if newest_only else sorted(manager.all_steps())
+    if not steps:
+      raise FileNotFoundError(f'{directory}: {missing}')
+    return steps, [_restore(manager, step)[0] for step in steps]
   finally:
     manager.close()
-  return config, state['params'], step

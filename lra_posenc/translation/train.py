@@ -161,6 +161,15 @@ def tokenized_bleu_scores(hypotheses: Sequence[str], references: Sequence[str], 
           'tokenized_bleu_signature': f'moses:{lang}|{bleu.get_signature()}'}
 
 
+def bleu_scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_collections.ConfigDict
+                ) -> dict[str, float | str]:
+  """Both BLEUs of a split's translations, as every score of this task reports them: sacreBLEU
+  (lowercased when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU.
+  """
+  return (sacrebleu_scores(hypotheses, references, lowercase=data.tokenizer.lowercase)
+          | tokenized_bleu_scores(hypotheses, references, data.target_lang))
+
+
 def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:
   if config.data.length_buckets:
     return dataset.bucketed_train_batches(
@@ -243,8 +252,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       os.makedirs(directory, exist_ok=True)
       with open(os.path.join(directory, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in translations)
-    scores = corpus_sacrebleu(translations, texts[split].targets)
-    scores |= tokenized_bleu_scores(translations, texts[split].targets, data.target_lang)
+    scores = bleu_scores(translations, texts[split].targets, data)
     logging.info('%s, %s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', which, split, scores['bleu'],
                  scores['bleu_signature'], scores['tokenized_bleu'], scores['tokenized_bleu_signature'])
     return scores

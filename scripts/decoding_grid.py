@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Scores a trained translation workdir's decoding over a grid of beam sizes and length penalties.
+
+    python scripts/decoding_grid.py --workdir=runs/multi30k_tiny --split=val \\
+        --beam_sizes=1,4,5,8 --length_penalties=0.6,1.0,1.4 [--checkpoint=averaged]
+
+Each setting translates every source of --split (the config's validation split by default)
+with the workdir's best checkpoint, or with the mean of the parameters its last evaluations
+kept (--checkpoint=averaged, `evaluation.average_last`, as training scores it), and scores both
+BLEUs of the task (sacreBLEU and the tokenized lowercased BLEU). Beam size 1 is greedy search,
+which has no length penalty. Choose the setting on the validation split, then score that one
+on the test splits: a choice made on a test split counts that split's noise as a gain.
+
+Writes WORKDIR/decoding_grid/CHECKPOINT_SPLIT.json (or --output) and prints a Markdown table.
+"""
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated  # noqa: E402
+from lra_posenc.training.trainer import average_parameters  # noqa: E402
+from lra_posenc.translation import input_pipeline  # noqa: E402
+from lra_posenc.translation import train as translation_train  # noqa: E402
+from lra_posenc.translation.translator import create_translator  # noqa: E402
+
+CHECKPOINTS = ('best', 'averaged')
+
+
+def checkpoint_params(workdir: str, checkpoint: str) -> tuple[dict, list[int]]:
+  """The parameters `checkpoint` names and the training steps they come from."""
+  if checkpoint == 'best':
+    _, params, step = restore_best(workdir)
+    return params, [step]
+  steps, params = restore_evaluated(workdir)
+  return average_parameters(params), steps
+
+
+def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> list[tuple[int, float | None]]:
+  """(beam size, length penalty) pairs; greedy search (beam 1) once, without a penalty."""
+  return [(beam, None if beam == 1 else penalty) for beam in beam_sizes
+          for penalty in (length_penalties[:1] if beam == 1 else length_penalties)]
+
+
+def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_penalties: Sequence[float],
+                  checkpoint: str = 'best') -> dict:
+  """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
+  config = read_config(workdir)
+  params, steps = checkpoint_params(workdir, checkpoint)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, config.data.tokenizer)
+  text = translation_train.read_text(config.data, split)
+  rows = []
+  for beam_size, length_penalty in settings(beam_sizes, length_penalties):
+    config.decoding.beam_size = beam_size
+    config.decoding.length_penalty = length_penalty or 0.0
+    hypotheses = create_translator(config, tokenizers).translate(params, text.sources)
+    scores = translation_train.bleu_scores(hypotheses, text.targets, config.data)
+    rows.append({'beam_size': beam_size, 'length_penalty': length_penalty} | scores)
+    print(f'beam {beam_size}, length penalty {length_penalty}: sacreBLEU {scores["bleu"]:.2f}, '
+          f'tokenized BLEU {scores["tokenized_bleu"]:.2f}', flush=True)
+  return {'workdir': workdir, 'split': split, 'checkpoint': checkpoint, 'steps': steps, 'sentences': len(text.sources),
+          'rows': rows}
+
+
+def markdown_table(grid: dict) -> str:
+  """Rows: beam size; columns: length penalty; cells: tokenized BLEU / sacreBLEU."""
+  penalties = list(dict.fromkeys(row['length_penalty'] for row in grid['rows'] if row['length_penalty'] is not None))
+  lines = ['| beam | ' + ' | '.join(f'alpha {p}' for p in penalties) + ' |',
+           '| --- |' + ' --- |' * len(penalties)]
+  for beam in dict.fromkeys(row['beam_size'] for row in grid['rows']):
+    cells = {row['length_penalty']: f'{row["tokenized_bleu"]:.2f} / {row["bleu"]:.2f}'
+             for row in grid['rows'] if row['beam_size'] == beam}
+    lines.append(f'| {beam} | ' + ' | '.join(cells.get(p, cells.get(None, '')) for p in penalties) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--workdir', required=True, help='A workdir written by lra_posenc.translation.train.')
+  parser.add_argument('--split', help="The split to score (default: the config's data.validation_split).")
+  parser.add_argument('--beam_sizes', default='1,4,5,8', help='Comma-separated beam sizes (1: greedy).')
+  parser.add_argument('--length_penalties', default='0.6,1.0,1.4', help='Comma-separated GNMT length penalties.')
+  parser.add_argument('--checkpoint', choices=CHECKPOINTS, default='best',
+                      help='The best checkpoint, or the mean of the last evaluated ones.')
+  parser.add_argument('--output', help='JSON path (default: WORKDIR/decoding_grid/CHECKPOINT_SPLIT.json).')
+  args = parser.parse_args(argv)
+  beam_sizes = [int(b) for b in args.beam_sizes.split(',')]
+  length_penalties = [float(p) for p in args.length_penalties.split(',')]
+  if min(beam_sizes) < 1 or min(length_penalties) < 0:
+    parser.error(f'--beam_sizes={args.beam_sizes} must be at least 1 and '
+                 f'--length_penalties={args.length_penalties} at least 0')
+  if 'tokenizer' not in read_config(args.workdir).data:
+    parser.error(f'--workdir={args.workdir} is not a translation workdir (its config.json has no data.tokenizer)')
+  split = args.split or read_config(args.workdir).data.validation_split
+  grid = decoding_grid(args.workdir, split, beam_sizes, length_penalties, args.checkpoint)
+  output = args.output or os.path.join(args.workdir, 'decoding_grid', f'{args.checkpoint}_{split}.json')
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  with open(output, 'w') as f:
+    json.dump(grid, f, indent=1)
+  print(f'{split}, {args.checkpoint} checkpoint (steps {grid["steps"]}), tokenized BLEU / sacreBLEU:')
+  print(markdown_table(grid))
+
+
+if __name__ == '__main__':
+  main()
