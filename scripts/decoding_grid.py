@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best, restore_evaluated  # noqa: E402
 from lra_posenc.training.trainer import average_parameters  # noqa: E402
 from lra_posenc.translation import input_pipeline  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
+from lra_posenc.translation.translate import check_translation_workdir  # noqa: E402
 from lra_posenc.translation.translator import create_translator  # noqa: E402
 
 CHECKPOINTS = ('best', 'averaged')
@@ -48,7 +49,7 @@ def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> li
 def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_penalties: Sequence[float],
                   checkpoint: str = 'best') -> dict:
   """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
-  config = read_config(workdir)
+  config = check_translation_workdir(workdir)
   params, steps = checkpoint_params(workdir, checkpoint)
   tokenizers = input_pipeline.workdir_tokenizers(workdir, config.data.tokenizer)
   text = translation_train.read_text(config.data, split)
@@ -92,9 +93,10 @@ def main(argv: Sequence[str] | None = None) -> None:
   if min(beam_sizes) < 1 or min(length_penalties) < 0:
     parser.error(f'--beam_sizes={args.beam_sizes} must be at least 1 and '
                  f'--length_penalties={args.length_penalties} at least 0')
-  if 'tokenizer' not in read_config(args.workdir).data:
-    parser.error(f'--workdir={args.workdir} is not a translation workdir (its config.json has no data.tokenizer)')
-  split = args.split or read_config(args.workdir).data.validation_split
+  try:
+    split = args.split or check_translation_workdir(args.workdir).data.validation_split
+  except ValueError as error:
+    parser.error(f'--workdir: {error}')
   grid = decoding_grid(args.workdir, split, beam_sizes, length_penalties, args.checkpoint)
   output = args.output or os.path.join(args.workdir, 'decoding_grid', f'{args.checkpoint}_{split}.json')
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)

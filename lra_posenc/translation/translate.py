@@ -10,6 +10,7 @@ matches the translations written at the end of training (same search settings un
 import sys
 from collections.abc import Sequence
 
+import ml_collections
 from absl import flags
 
 from lra_posenc.training import cli
@@ -19,11 +20,18 @@ from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.translator import create_translator
 
 
-def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
-                        length_penalty: float | None = None) -> list[str]:
-  if 'tokenizer' not in read_config(workdir).data:
+def check_translation_workdir(workdir: str) -> ml_collections.ConfigDict:
+  """The config `workdir` was trained with, if lra_posenc.translation.train trained it; else a ValueError."""
+  config = read_config(workdir)
+  if 'tokenizer' not in config.data:
     raise ValueError(f'{workdir} is not a translation workdir: its config.json has no data.tokenizer (another '
                      'task trained it); give a workdir of lra_posenc.translation.train')
+  return config
+
+
+def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
+                        length_penalty: float | None = None) -> list[str]:
+  check_translation_workdir(workdir)
   config, params, _ = restore_best(workdir)
   if beam_size is not None:
     config.decoding.beam_size = beam_size
