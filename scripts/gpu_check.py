@@ -25,8 +25,8 @@ BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--e
 TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--config.model.qkv_dim=32',
               '--config.model.mlp_dim=64', '--config.training.batch_size=8']
 BENCHMARKS = {
-    False: [('listops_lra', 'listops', 'configs/listops/lra.py', 'none,sinusoidal,rope,alibi,t5,legendre', []),
-            ('translation_base', 'translation', 'configs/translation/multi30k.py', 'none,rope,alibi,t5', [])],
+    False: [('listops_lra', 'listops', 'configs/listops/lra.py', 'none,alibi,legendre', []),
+            ('translation_base', 'translation', 'configs/translation/multi30k.py', 'none,alibi', [])],
     True: [('listops_cpu', 'listops', 'configs/listops/lra.py:cpu', 'none,alibi', TINY_MODEL),
            ('translation_cpu', 'translation', 'configs/translation/multi30k.py:sweep', 'rope',
             TINY_MODEL + ['--config.data.tokenizer.vocab_size=256', '--config.data.max_length=16'])],
@@ -35,17 +35,18 @@ TIMING = {False: ['--windows=3', '--steps_per_window=10'], True: ['--windows=1',
 # Training: LRA-standard with its attention dropout (so XLA serves attention; the summary says why),
 # on a freshly generated train set just large enough for the steps.
 TRAINING = {
-    False: ['--config=configs/listops/lra.py', '--config.training.num_train_steps=300',
-            '--config.data.generator.num_train_samples=9600', '--config.data.generator.num_valid_samples=512',
+    False: ['--config=configs/listops/lra.py', '--config.training.num_train_steps=200',
+            '--config.data.generator.num_train_samples=6400', '--config.data.generator.num_valid_samples=512',
             '--config.data.generator.num_test_samples=512', '--config.evaluation.every_steps=100',
-            '--config.checkpoint.every_steps=300'],
+            '--config.checkpoint.every_steps=200'],
     True: ['--config=configs/listops/lra.py:cpu', *TINY_MODEL, '--config.training.num_train_steps=20',
            '--config.data.generator.num_train_samples=640', '--config.data.generator.num_valid_samples=64',
            '--config.data.generator.num_test_samples=64', '--config.evaluation.every_steps=10',
            '--config.checkpoint.every_steps=20', '--config.training.log_every_steps=10'],
 }
-TESTS = {False: ['-m', 'not slow'], True: ['-m', 'not slow', '-k', 'oracle and (t5 or rope)']}
-TIMEOUT_SECONDS = {'tests': 150, 'benchmark': 150, 'training': 200}
+TESTS = {False: ['-m', 'not slow', '-k', 'oracle or cudnn or remat'], True: ['-m', 'not slow', '-k', 'oracle and (t5 or rope)']}
+# Seconds allowed per step; on a GPU compiling takes most of each.
+TIMEOUT_SECONDS = {'tests': 120, 'benchmark': 180, 'training': 150}
 
 
 def run_step(name: str, command: list[str], timeout: float, log_dir: str) -> dict:

@@ -53,6 +53,7 @@ class AttentionCall:
   dropout_rate: float
   training: bool
   has_content: bool = False  # The encoding computes logits from the queries and keys.
+  padded: bool = False  # Some keys are padding (`key_valid`), which cuDNN takes as per-row key counts.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +92,9 @@ def cudnn_obstacle(call: AttentionCall, device: Any) -> str | None:
   if call.head_dim % 8 or call.head_dim > largest_head:
     return (f'cuDNN needs a head dimension that is a multiple of 8 and at most {largest_head} on compute capability '
             f'{".".join(map(str, capability))}; model.qkv_dim / model.num_heads = {call.head_dim}')
-  if call.training and call.has_bias and (call.query_length % 2 or call.key_length % 2):
-    return (f'cuDNN trains with an attention bias only at even lengths; this call attends {call.query_length} '
-            f'queries to {call.key_length} keys')
+  if call.training and (call.has_bias or call.padded) and (call.query_length % 2 or call.key_length % 2):
+    return (f'cuDNN trains with an attention bias or key padding only at even lengths; this call attends '
+            f'{call.query_length} queries to {call.key_length} keys')
   return None
 
 
@@ -221,7 +222,8 @@ class MultiHeadAttention(nn.Module):
       self.sow('intermediates', 'attention_weights', attention_weights(query, key, bias=bias, mask=mask))
     call = AttentionCall(dtype=query.dtype, head_dim=head_dim, query_length=query.shape[1],
                          key_length=key.shape[1], has_bias=bias is not None, dropout_rate=self.dropout_rate,
-                         training=not deterministic, has_content=terms.content is not None)
+                         training=not deterministic, has_content=terms.content is not None,
+                         padded=key_valid is not None)
     path = choose_path(self.implementation, call, jax.local_devices()[0])
     dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
     out = attend(query, key, value, bias=bias, key_valid=key_valid, causal=causal,

@@ -44,10 +44,11 @@ class TransformerClassifier(nn.Module):
   pad_id: int = 0
   randomized_positions: int = 0
 
-  def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool]]:
-    """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's terms)."""
+  def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool, bool]]:
+    """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's
+    terms, keys padded)."""
     positions = length + (self.pooling == 'cls')
-    return {'encoder self-attention': (positions, positions, True)}
+    return {'encoder self-attention': (positions, positions, True, True)}
 
   @nn.compact
   def __call__(self, tokens: jax.Array, *, train: bool) -> jax.Array:

@@ -77,11 +77,12 @@ class Seq2SeqTransformer(nn.Module):
     if not self.share_embeddings:
       self.output_projection = nn.Dense(self.target_vocab_size, dtype=cfg.dtype)
 
-  def attention_calls(self, source_length: int, target_length: int) -> dict[str, tuple[int, int, bool]]:
-    """The attention calls of a teacher-forced pass: (query length, key length, takes the encoding's terms)."""
-    return {'encoder self-attention': (source_length, source_length, True),
-            'decoder self-attention': (target_length, target_length, True),
-            'cross-attention': (target_length, source_length, False)}
+  def attention_calls(self, source_length: int, target_length: int) -> dict[str, tuple[int, int, bool, bool]]:
+    """The attention calls of a teacher-forced pass: (query length, key length, takes the encoding's terms,
+    keys padded). The decoder's own keys are causal, not padded."""
+    return {'encoder self-attention': (source_length, source_length, True, True),
+            'decoder self-attention': (target_length, target_length, True, False),
+            'cross-attention': (target_length, source_length, False, True)}
 
   def encode(self, inputs: Array, *, train: bool) -> Array:
     return self.encoder(self.source_embed(inputs) * self.lookup_scale, valid=inputs != self.pad_id,

@@ -93,18 +93,18 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
 
 
 def _attention_call(cfg: TransformerConfig, query_length: int, key_length: int, *, has_bias: bool,
-                    has_content: bool = False) -> attention.AttentionCall:
+                    has_content: bool = False, padded: bool = False) -> attention.AttentionCall:
   return attention.AttentionCall(dtype=cfg.dtype, head_dim=cfg.head_dim, query_length=query_length,
                                  key_length=key_length, has_bias=has_bias, dropout_rate=cfg.attention_dropout_rate,
-                                 training=True, has_content=has_content)
+                                 training=True, has_content=has_content, padded=padded)
 
 
-def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, bool]],
+def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, bool, bool]],
                     device: object = None) -> dict[str, attention.AttentionPath]:
   """The path each of a model's training attention calls takes, for the run's log and results.
 
   `calls` maps a call's name to (query length, key length, whether it takes the encoding's
-  terms); the encoding itself says whether those include a bias. The model's attention
+  terms, whether its keys are padded); the encoding itself says whether its terms include a bias. The model's attention
   layers decide through the same `attention.choose_path` when they are traced.
   """
   device = device or jax.local_devices()[0]
@@ -113,9 +113,9 @@ def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, boo
   has_bias = terms.bias is not None or has_content
   return {name: attention.choose_path(cfg.attention_implementation,
                                       _attention_call(cfg, q_length, k_length, has_bias=takes_terms and has_bias,
-                                                      has_content=takes_terms and has_content),
+                                                      has_content=takes_terms and has_content, padded=padded),
                                       device)
-          for name, (q_length, k_length, takes_terms) in calls.items()}
+          for name, (q_length, k_length, takes_terms, padded) in calls.items()}
 
 
 def encoding_terms_shape(cfg: TransformerConfig) -> encodings.AttentionTerms:
