@@ -1,4 +1,5 @@
 """The GPU check's tiny mode on this CPU: every step it would run on a GPU, at CPU sizes, so it cannot rot."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,3 +33,21 @@ def test_gpu_check_tiny_mode_runs_every_step_and_writes_one_summary(tmp_path):
       'implementation': 'xla', 'reason': 'cuDNN fused attention needs an NVIDIA GPU; the device is cpu (cpu)'}}
   with open(tmp_path / 'summary.md') as f:
     assert 'All steps ok: True' in f.read()
+
+
+def test_parts_run_alone_and_an_unknown_part_is_refused_by_name(tmp_path):
+  """A GPU call limited to 10 minutes runs the check in parts; a summary of one part has only its rows."""
+  process = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'gpu_check.py'), '--tiny',
+                            f'--out={tmp_path}', '--parts=tests,bogus'], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+  assert process.returncode == 2 and '--parts: bogus not among tests, listops, translation, training' in process.stderr
+  spec = importlib.util.spec_from_file_location('gpu_check', os.path.join(ROOT, 'scripts', 'gpu_check.py'))
+  gpu_check = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(gpu_check)
+  step = {'status': 'ok', 'figures': {'none': {'steps_per_second': 2.0, 'step_time_ratio': 1.0, 'mfu': 0.125,
+                                               'compiled_gib': 1.0, 'peak_gib': None, 'attention': {}}}}
+  summary = {'tiny': False, 'parts': ['translation'], 'started': 'then', 'jax': '0', 'backend': 'gpu',
+             'devices': [{'device_kind': 'H100'}], 'benchmarks': {'translation_base_auto': step}, 'all_ok': True}
+  text = gpu_check.markdown(summary)
+  assert '| translation_base_auto | none | 2.00 | 1.000 | 12.5% |' in text
+  assert 'attention tests' not in text and 'LRA ListOps training' not in text and 'All steps ok: True' in text
