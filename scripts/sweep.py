@@ -13,7 +13,9 @@ A variant is an encoding name, optionally with overrides: `legendre:grid=open:po
 applies to every run.
 
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
-in train.log there. Finished runs (results.json) are skipped and interrupted ones resume
+in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
+leave mostly idle (each then preallocates 0.9/N of a GPU's memory unless
+XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Finished runs (results.json) are skipped and interrupted ones resume
 from their checkpoints, so re-running the command completes a sweep; adding seeds or
 variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
   runs.csv       one row per run: test scores, best validation score, steps to the target, wall time;
@@ -23,6 +25,7 @@ variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_
 --tabulate_only rebuilds these from the runs already there.
 """
 import argparse
+import concurrent.futures
 import csv
 import json
 import os
@@ -58,7 +61,7 @@ def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
   return command + [f'--config.{key}={value}' for key, value in overrides]
 
 
-def run(command: Sequence[str], workdir: str) -> int:
+def run(command: Sequence[str], workdir: str, env: dict[str, str] | None = None) -> int:
   """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
   os.makedirs(workdir, exist_ok=True)
   wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
@@ -67,7 +70,7 @@ def run(command: Sequence[str], workdir: str) -> int:
   with open(os.path.join(workdir, 'train.log'), 'a') as log:
     log.write(f'$ {" ".join(command)}\n')
     log.flush()
-    training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
       returncode = training.wait()
     except KeyboardInterrupt:  # The run got the same Ctrl-C: let it save its checkpoint before the sweep ends.
@@ -198,6 +201,29 @@ def _read_json(path: str) -> dict | None:
     return json.load(f)
 
 
+def train_all(task: TaskSpec, args: argparse.Namespace, variants: Sequence[Variant],
+              seeds: Sequence[int]) -> list[str]:
+  """Trains every unfinished (variant, seed) run, up to `args.jobs` at once; returns the workdirs that failed."""
+  env = dict(os.environ)
+  if args.jobs > 1:
+    env.setdefault('XLA_PYTHON_CLIENT_MEM_FRACTION', f'{0.9 / args.jobs:.3f}')
+
+  def train(variant: Variant, seed: int) -> str | None:
+    workdir = os.path.join(args.output_dir, variant.directory, f'seed_{seed}')
+    print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
+    command = training_command(task, args.config, workdir, seed, list(args.settings) + list(variant.overrides))
+    if run(command, workdir, env):
+      print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
+      return workdir
+    return None
+
+  # Seed-major: every variant has a first result before any has a second.
+  pending = [(variant, seed) for seed in seeds for variant in variants
+             if not os.path.exists(os.path.join(args.output_dir, variant.directory, f'seed_{seed}', RESULTS_FILE))]
+  with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+    return [workdir for workdir in pool.map(lambda run_args: train(*run_args), pending) if workdir]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--task', required=True, choices=sorted(TASKS))
@@ -212,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help='Validation score for the steps-to-target column (default: per task).')
   parser.add_argument('--report_dir', help='Where the tables and plots go (default: --output_dir), e.g. results/.')
   parser.add_argument('--tabulate_only', action='store_true', help='Do not train; tabulate finished runs.')
+  parser.add_argument('--jobs', type=int, default=1, help='Runs trained at once (for an accelerator; default 1).')
   args, unknown = parser.parse_known_args(argv)
   for arg in unknown:  # Training's override syntax, accepted here too.
     if not arg.startswith('--config.'):
@@ -226,18 +253,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     seeds = [int(seed) for seed in args.seeds.split(',')]
   except ValueError as error:
     parser.error(str(error))
-  failed = []
-  if not args.tabulate_only:
-    for seed in seeds:  # Seed-major: every variant has a first result before any has a second.
-      for variant in variants:
-        workdir = os.path.join(args.output_dir, variant.directory, f'seed_{seed}')
-        if os.path.exists(os.path.join(workdir, RESULTS_FILE)):
-          continue
-        print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
-        command = training_command(task, args.config, workdir, seed, list(args.settings) + list(variant.overrides))
-        if run(command, workdir):
-          failed.append(workdir)
-          print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
+  if args.jobs < 1:
+    parser.error(f'--jobs={args.jobs}: at least 1')
+  failed = [] if args.tabulate_only else train_all(task, args, variants, seeds)
   tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target,
            args.report_dir or args.output_dir)
   if failed:

@@ -3,6 +3,7 @@ import csv
 import json
 import os
 import random
+import subprocess
 import sys
 
 import jax
@@ -37,10 +38,11 @@ TINY_SWEEP = [
 
 @pytest.fixture(scope='module')
 def tiny_sweep(tmp_path_factory):
-  """A finished sweep of two encodings (one that cannot extrapolate) by two seeds; its directory and output."""
+  """A finished sweep of two encodings (one that cannot extrapolate) by two seeds, two runs at a time; its
+  directory and output."""
   output_dir = str(tmp_path_factory.mktemp('sweep'))
   arguments = ['--task=listops', '--config=configs/listops/lra.py:sweep', '--variants=none,learned', '--seeds=0,1',
-               f'--output_dir={output_dir}', '--target=0.0']
+               f'--output_dir={output_dir}', '--target=0.0', '--jobs=2']
   # Both override syntaxes: training's --config.KEY=VALUE and the sweep's --set KEY=VALUE.
   arguments += [f'--config.{s}' if i % 2 else f'--set={s}' for i, s in enumerate(TINY_SWEEP)]
   sweep.main(arguments)
@@ -103,7 +105,7 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
 
 
 @pytest.mark.slow
-def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
+def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_factory):
   output_dir, arguments = tiny_sweep
   for variant in ('none', 'learned'):
     for seed in (0, 1):
@@ -124,6 +126,12 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys):
   values = [float(r['test accuracy']) for r in rows[:2]]
   assert summary[0]['columns']['test accuracy']['mean'] == pytest.approx(np.mean(values))
   assert os.path.getsize(os.path.join(output_dir, 'convergence.png')) > 0
+  # A run trained beside another (--jobs=2) is the run trained alone.
+  alone = str(tmp_path_factory.mktemp('alone'))
+  settings = [sweep.parse_setting(s) for s in TINY_SWEEP] + [('model.pos_encoding', 'learned')]
+  subprocess.run(sweep.training_command(TASKS['listops'], 'configs/listops/lra.py:sweep', alone, 1, settings),
+                 cwd=ROOT, check=True, capture_output=True)
+  assert read_history(alone, 'validation') == read_history(os.path.join(output_dir, 'learned', 'seed_1'), 'validation')
   # Re-running trains nothing: every run is finished, so only the table is rebuilt.
   before = os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json'))
   capsys.readouterr()
