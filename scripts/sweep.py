@@ -15,9 +15,9 @@ applies to every run.
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
 leave mostly idle (each then preallocates 0.9/N of a GPU's memory unless
-XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Finished runs (results.json) are skipped and interrupted ones resume
-from their checkpoints, so re-running the command completes a sweep; adding seeds or
-variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
+XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Finished runs (results.json)
+are skipped and interrupted ones resume from their checkpoints, so re-running the command
+completes a sweep; adding seeds or variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
   runs.csv       one row per run: test scores, best validation score, steps to the target, wall time;
   summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
   summary.md     the same as a Markdown table;
