@@ -104,8 +104,9 @@ def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, boo
   """The path each of a model's training attention calls takes, for the run's log and results.
 
   `calls` maps a call's name to (query length, key length, whether it takes the encoding's
-  terms, whether its keys are padded); the encoding itself says whether its terms include a bias. The model's attention
-  layers decide through the same `attention.choose_path` when they are traced.
+  terms, whether its keys are padded); the encoding itself says whether its terms include a
+  bias. The model's attention layers decide through the same `attention.choose_path` when they
+  are traced.
   """
   device = device or jax.local_devices()[0]
   terms = encoding_terms_shape(cfg)
