@@ -61,6 +61,11 @@ def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
   return command + [f'--config.{key}={value}' for key, value in overrides]
 
 
+def run_dir(output_dir: str, variant: Variant, seed: int) -> str:
+  """The workdir of one (variant, seed) run of a sweep."""
+  return os.path.join(output_dir, variant.directory, f'seed_{seed}')
+
+
 def run(command: Sequence[str], workdir: str, env: dict[str, str] | None = None) -> int:
   """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
   os.makedirs(workdir, exist_ok=True)
@@ -168,7 +173,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   rows, histories = [], {}
   for variant in variants:
     for seed in seeds:
-      workdir = os.path.join(output_dir, variant.directory, f'seed_{seed}')
+      workdir = run_dir(output_dir, variant, seed)
       row = run_row(task, variant, seed, workdir, target)
       if row is not None:
         rows.append(row)
@@ -209,7 +214,7 @@ def train_all(task: TaskSpec, args: argparse.Namespace, variants: Sequence[Varia
     env.setdefault('XLA_PYTHON_CLIENT_MEM_FRACTION', f'{0.9 / args.jobs:.3f}')
 
   def train(variant: Variant, seed: int) -> str | None:
-    workdir = os.path.join(args.output_dir, variant.directory, f'seed_{seed}')
+    workdir = run_dir(args.output_dir, variant, seed)
     print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
     command = training_command(task, args.config, workdir, seed, list(args.settings) + list(variant.overrides))
     if run(command, workdir, env):
@@ -219,7 +224,7 @@ def train_all(task: TaskSpec, args: argparse.Namespace, variants: Sequence[Varia
 
   # Seed-major: every variant has a first result before any has a second.
   pending = [(variant, seed) for seed in seeds for variant in variants
-             if not os.path.exists(os.path.join(args.output_dir, variant.directory, f'seed_{seed}', RESULTS_FILE))]
+             if not os.path.exists(os.path.join(run_dir(args.output_dir, variant, seed), RESULTS_FILE))]
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
     return [workdir for workdir in pool.map(lambda run_args: train(*run_args), pending) if workdir]
 

@@ -1,5 +1,4 @@
 """The GPU check's tiny mode on this CPU: every step it would run on a GPU, at CPU sizes, so it cannot rot."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -8,6 +7,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+
+import gpu_check  # noqa: E402
 
 
 @pytest.mark.slow
@@ -41,9 +43,6 @@ def test_parts_run_alone_and_an_unknown_part_is_refused_by_name(tmp_path):
                             f'--out={tmp_path}', '--parts=tests,bogus'], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
   assert process.returncode == 2 and '--parts: bogus not among tests, listops, translation, training' in process.stderr
-  spec = importlib.util.spec_from_file_location('gpu_check', os.path.join(ROOT, 'scripts', 'gpu_check.py'))
-  gpu_check = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(gpu_check)
   step = {'status': 'ok', 'figures': {'none': {'steps_per_second': 2.0, 'step_time_ratio': 1.0, 'mfu': 0.125,
                                                'compiled_gib': 1.0, 'peak_gib': None, 'attention': {}}}}
   summary = {'tiny': False, 'parts': ['translation'], 'started': 'then', 'jax': '0', 'backend': 'gpu',
