@@ -436,6 +436,23 @@ def test_token_losses_against_a_float64_oracle(label_smoothing, scale, shift):
   np.testing.assert_array_equal(tied_or_first, correct)  # Random float32 logits have no ties.
 
 
+@pytest.mark.parametrize('label_smoothing', [0.0, 0.1])
+def test_token_loss_gradient_is_the_prediction_minus_the_smoothed_target(label_smoothing):
+  """d KL(q || softmax(z)) / dz = softmax(z) - q, in float64 from the same float32 logits."""
+  vocab_size = 37
+  logits = 4.0 * jax.random.normal(jax.random.PRNGKey(2), (2, 3, vocab_size))
+  targets = jax.random.randint(jax.random.PRNGKey(3), (2, 3), 0, vocab_size)
+  gradient = jax.grad(lambda z: train.token_losses(z, targets, label_smoothing)[0].sum())(logits)
+  z = np.asarray(logits, np.float64)
+  prediction = np.exp(z - z.max(-1, keepdims=True))
+  prediction /= prediction.sum(-1, keepdims=True)
+  one_hot = np.eye(vocab_size)[np.asarray(targets)]
+  soft = one_hot * (1 - label_smoothing) + (1 - one_hot) * label_smoothing / (vocab_size - 1)
+  np.testing.assert_allclose(gradient, prediction - soft, atol=1e-6)
+  nll_gradient = jax.grad(lambda z: train.token_losses(z, targets, label_smoothing)[1].sum())(logits)
+  np.testing.assert_allclose(nll_gradient, prediction - one_hot, atol=1e-6)
+
+
 def test_token_accuracy_counts_the_first_of_tied_logits_as_greedy_decoding_does():
   logits = jnp.zeros((1, 2, 8)).at[0, :, 3].set(1.0).at[0, :, 5].set(1.0)  # Tokens 3 and 5 tie.
   _, _, correct = train.token_losses(logits, jnp.array([[3, 5]]), 0.1)

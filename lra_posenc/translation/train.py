@@ -106,6 +106,30 @@ def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, param
           'count': weight.sum()}
 
 
+@jax.custom_vjp
+def target_entries(x: jax.Array, targets: jax.Array) -> jax.Array:
+  """x[..., targets]: the entry of each row of x [..., V] at its target id [...].
+
+  A gather forward and a select backward: the gradient is dense [..., V] either way and fuses into
+  the softmax's, where a gather's own gradient is a scatter into a fresh [tokens, V] array; and a select
+  forward (the one-hot sum) writes a [tokens, V] array to keep one value in V (RESULTS.md, side by
+  side 2026-11-24).
+  """
+  return jnp.take_along_axis(x, targets[..., None], -1)[..., 0]
+
+
+def _target_entries_forward(x: jax.Array, targets: jax.Array) -> tuple[jax.Array, tuple[jax.Array, int]]:
+  return target_entries(x, targets), (targets, x.shape[-1])
+
+
+def _target_entries_backward(residuals: tuple[jax.Array, int], gradient: jax.Array) -> tuple[jax.Array, None]:
+  targets, vocab_size = residuals
+  return jnp.where(jnp.arange(vocab_size) == targets[..., None], gradient[..., None], 0.0), None
+
+
+target_entries.defvjp(_target_entries_forward, _target_entries_backward)
+
+
 def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, *, exact_accuracy: bool = True
                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Per token: the label-smoothed cross-entropy minus its floor (0 when the prediction is the smoothed
@@ -117,18 +141,18 @@ def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, 
   With s the logits minus their max, lse the log-sum-exp of s, V the vocabulary, c = 1 - label_smoothing
   and o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
   lse - (c - o) s_t - o sum_j s_j: reductions over the logits, with no log-probability table, whose
-  [tokens, V] passes forward and backward cost more than the rest of the loss.
+  [tokens, V] passes forward and backward cost more than the rest of the loss. s_t is the target's
+  logit (`target_entries`) minus the max, so that s is read only by the exp and the sum.
   """
   logits = logits.astype(jnp.float32)
   vocab_size = logits.shape[-1]
   confidence = 1.0 - label_smoothing
   off_value = label_smoothing / (vocab_size - 1)
   floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
-  shifted = logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True))  # Terms of the size of the spread.
+  max_logit = jax.lax.stop_gradient(logits.max(-1))
+  shifted = logits - max_logit[..., None]  # Terms of the size of the spread.
   log_sum_exp = jnp.log(jnp.exp(shifted).sum(-1))
-  # A select, not a gather: its gradient is then a select too, fused into the softmax's, where a gather's
-  # is a scatter into a fresh [tokens, V] array.
-  target_shifted = jnp.where(jnp.arange(vocab_size) == targets[..., None], shifted, 0.0).sum(-1)
+  target_shifted = target_entries(logits, targets) - max_logit
   smoothed = log_sum_exp - (confidence - off_value) * target_shifted - off_value * shifted.sum(-1)
   correct = jnp.argmax(logits, -1) == targets if exact_accuracy else target_shifted >= 0
   return smoothed - floor, log_sum_exp - target_shifted, correct
