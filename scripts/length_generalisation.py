@@ -195,9 +195,8 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
     lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
   if baseline:
     lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')
-  examples = next(iter(summary.values()))
-  lines.append('| examples | ' + ' | '.join(str(examples[b]['examples']) if b in examples else '' for b in buckets)
-               + ' |')
+  examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}  # From the first row with b.
+  lines.append('| examples | ' + ' | '.join(str(examples.get(b, '')) for b in buckets) + ' |')
   return '\n'.join(lines) + '\n'
 
 

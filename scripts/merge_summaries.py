@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""One table from several summaries of `scripts/length_generalisation.py` (by length, by depth, other sweeps).
+
+    python scripts/merge_summaries.py results/listops_cpu/length_generalisation/summary.json \\
+        results/listops_old_depth/depth/summary.json ... --report_dir=results/listops_all_encodings
+
+A study's encodings are often spread over sweeps trained in different sessions, each with its
+own length and depth reports. The merged table has a row per variant (in order of first
+appearance) and a column per bucket (the union, in order of first appearance); each cell comes
+from the first summary that scores that variant in that bucket, and a list under the table
+names the summaries each row drew on. Where two summaries share a bucket, their majority
+classes must agree (the same evaluation set), or the merge refuses, naming the bucket.
+"""
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from length_generalisation import markdown_table  # noqa: E402
+
+
+def merge(summaries: dict[str, dict], variants: Sequence[str] | None = None) -> dict:
+  """The summaries (by name) as one: buckets, variants, majority_class, and sources (variant -> names)."""
+  buckets, rows, majority, sources = [], {}, {}, {}
+  for name, summary in summaries.items():
+    for bucket in summary['buckets']:
+      if bucket not in buckets:
+        buckets.append(bucket)
+      share = (summary.get('majority_class') or {}).get(bucket)
+      if share is not None and majority.setdefault(bucket, share) != share:
+        raise ValueError(f'{name}: bucket {bucket!r} has majority class {share}, an earlier summary '
+                         f'{majority[bucket]}: not the same evaluation set')
+    for variant, cells in summary['variants'].items():
+      row = rows.setdefault(variant, {})
+      for bucket, cell in cells.items():
+        if bucket not in row:
+          row[bucket] = cell
+          if name not in sources.setdefault(variant, []):
+            sources[variant].append(name)
+  if variants is not None:
+    missing = [v for v in variants if v not in rows]
+    if missing:
+      raise ValueError(f'no summary scores {missing}; the variants there: {sorted(rows)}')
+    rows = {v: rows[v] for v in variants}
+  return {'buckets': buckets, 'variants': rows, 'majority_class': majority,
+          'sources': {v: sources[v] for v in rows}}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('summaries', nargs='+', help='summary.json files of scripts/length_generalisation.py.')
+  parser.add_argument('--variants', help='Comma-separated variants to keep, in this order (default: all).')
+  parser.add_argument('--digits', type=int, default=3)
+  parser.add_argument('--report_dir', required=True, help='Where summary.json and summary.md go.')
+  args = parser.parse_args(argv)
+  summaries = {}
+  for path in args.summaries:
+    with open(path) as f:
+      summaries[os.path.dirname(os.path.normpath(path))] = json.load(f)
+  merged = merge(summaries, args.variants.split(',') if args.variants else None)
+  table = markdown_table(merged['variants'], merged['buckets'], merged['majority_class'] or None, args.digits)
+  table += '\nCells from:\n' + ''.join(f"- {variant}: {', '.join(names)}\n"
+                                       for variant, names in merged['sources'].items())
+  os.makedirs(args.report_dir, exist_ok=True)
+  with open(os.path.join(args.report_dir, 'summary.json'), 'w') as f:
+    json.dump(merged, f, indent=2)
+  with open(os.path.join(args.report_dir, 'summary.md'), 'w') as f:
+    f.write(table)
+  print(table, end='')
+
+
+if __name__ == '__main__':
+  main()
