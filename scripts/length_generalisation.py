@@ -195,7 +195,8 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
     lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
   if baseline:
     lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')
-  examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}  # From the first row with b.
+  # Each bucket's count from the first row that has it (merged tables hold rows without some buckets).
+  examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}
   lines.append('| examples | ' + ' | '.join(str(examples.get(b, '')) for b in buckets) + ' |')
   return '\n'.join(lines) + '\n'
 

@@ -108,12 +108,11 @@ def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, param
 
 @jax.custom_vjp
 def target_entries(x: jax.Array, targets: jax.Array) -> jax.Array:
-  """x[..., targets]: the entry of each row of x [..., V] at its target id [...].
+  """x[..., targets]: each row's entry at its target id.
 
-  A gather forward and a select backward: the gradient is dense [..., V] either way and fuses into
-  the softmax's, where a gather's own gradient is a scatter into a fresh [tokens, V] array; and a select
-  forward (the one-hot sum) writes a [tokens, V] array to keep one value in V (RESULTS.md, side by
-  side 2026-11-24).
+  Forward a gather; backward a select, dense [..., V] as the softmax's gradient it fuses into. A
+  gather's own gradient is a scatter into a fresh [tokens, V] array, and a one-hot select forward
+  writes a [tokens, V] array to keep one value a row (RESULTS.md, side by side 2026-11-24).
   """
   return jnp.take_along_axis(x, targets[..., None], -1)[..., 0]
 
