@@ -18,7 +18,9 @@ leave mostly idle (each then preallocates 0.9/N of a GPU's memory unless
 XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Finished runs (results.json)
 are skipped and interrupted ones resume from their checkpoints, so re-running the command
 completes a sweep; adding seeds or variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
-  runs.csv       one row per run: test scores, best validation score, steps to the target, wall time;
+  runs.csv       one row per run: test scores, best validation score, steps to the target, training
+                 and wall time
+                 (and the averaged checkpoint's test and validation scores, where evaluation.average_last > 0);
   summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
   summary.md     the same as a Markdown table;
   convergence.png  validation metric against step, mean over seeds with a min-max band.
@@ -103,9 +105,16 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
       row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
   row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
   row['best step'] = results['best_step']
+  averaged = results.get('averaged')  # evaluation.average_last > 0: the mean of the last checkpoints, scored too.
+  if averaged:
+    for split, scores in averaged['test_sets'].items():
+      for metric in task.test_metrics:
+        row[f'averaged {split} {metric}'] = scores.get(metric)
+    row[f'averaged validation {task.validation_metric}'] = averaged['validation'][task.validation_metric]
   row[f'steps to validation {task.validation_metric} {target:g}'] = steps_to_target(
       read_history(workdir, 'validation'), task.validation_metric, target)
-  wall_time = _read_json(os.path.join(workdir, WALL_TIME_FILE))
+  row['train minutes'] = results['train_seconds_total'] / 60 if 'train_seconds_total' in results else None
+  wall_time = _read_json(os.path.join(workdir, WALL_TIME_FILE))  # Written by this script's runs only.
   row['wall minutes'] = wall_time['seconds'] / 60 if wall_time else None
   return row
 

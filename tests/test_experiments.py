@@ -104,6 +104,20 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
 
+def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path):
+  best = {'test_2016_flickr': {'bleu': 21.5, 'tokenized_bleu': 33.25}, 'test_2017_flickr': {'bleu': 18.0}}
+  averaged = {'test_2016_flickr': {'bleu': 22.5, 'tokenized_bleu': 34.0}, 'test_2017_flickr': {'bleu': 19.0}}
+  with open(tmp_path / 'results.json', 'w') as f:
+    json.dump({'test_sets': best, 'validation': {'accuracy': 0.4}, 'best_step': 10,
+               'averaged': {'steps': [8, 9, 10], 'test_sets': averaged, 'validation': {'accuracy': 0.45}}}, f)
+  row = sweep.run_row(TASKS['translation'], sweeps.Variant('rope', 'rope', ()), 0, str(tmp_path), target=0.43)
+  assert (row['test_2016_flickr tokenized_bleu'], row['averaged test_2016_flickr tokenized_bleu']) == (33.25, 34.0)
+  assert (row['test_2017_flickr bleu'], row['averaged test_2017_flickr bleu']) == (18.0, 19.0)
+  assert row['averaged test_2017_flickr tokenized_bleu'] is None
+  assert (row['best validation accuracy'], row['averaged validation accuracy']) == (0.4, 0.45)
+  assert row['best step'] == 10
+
+
 @pytest.mark.slow
 def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_factory):
   output_dir, arguments = tiny_sweep
