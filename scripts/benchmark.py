@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Speed of the trainer's steps per positional encoding; the input pipeline's cost; device scaling.
 
-Every encoding at one setting, with step times as ratios to `none` (train, eval and, for
-translation, beam-search decoding; compile time, memory, model TFLOP/s and MFU):
+Every encoding at one setting, with step times as ratios to the first listed (`all` begins with
+`none`; --reference picks another) for train, eval and, for translation, beam-search decoding;
+compile time, memory, model TFLOP/s and MFU:
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --encodings=all \\
         --out=runs/benchmark/listops_cpu.json
 Any config key can be overridden, as in training (here the LRA shape in bfloat16):
@@ -16,7 +17,7 @@ must agree, as the global batch is the same):
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --device_counts=1,2,4
 XLA's memory estimate of the compiled train step (compiled from shapes, nothing runs, so any
 size fits) in float32 and bfloat16, with and without remat and attention dropout:
-    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py --memory_grid \
+    python scripts/benchmark.py --task=listops --config=configs/listops/lra.py --memory_grid \\
         --out=results/performance/memory_listops_lra.json
 
 Batches are synthetic unless --pipeline. Step-time ratios come three ways: from the median
@@ -46,6 +47,8 @@ FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')
 flags.DEFINE_enum('task', 'listops', sorted(TASKS), 'Which task the config belongs to.')
 flags.DEFINE_string('encodings', '', "Comma-separated encodings, or 'all'; empty: the config's own.")
+flags.DEFINE_string('reference', '', 'The encoding whose step time the ratios divide by (one of --encodings); '
+                    'empty: the first of them.')
 flags.DEFINE_integer('windows', 5, 'Timed windows (after one warm-up window); the median counts.')
 flags.DEFINE_integer('steps_per_window', 20, 'Steps per timed window.')
 flags.DEFINE_bool('eval', True, 'Also time the eval step.')
@@ -59,8 +62,8 @@ flags.DEFINE_bool('memory_grid', False, "XLA's memory estimate of the train step
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
-def throughput(config, encoding_names: list[str]) -> dict:
-  """Train (and eval, decode) figures per encoding, with step-time ratios to `none` (or the first).
+def throughput(config, encoding_names: list[str], reference: str) -> dict:
+  """Train (and eval, decode) figures per encoding, with step-time ratios to `reference`'s.
 
   Train steps of all encodings are compiled first, then timed in interleaved windows.
   """
@@ -82,7 +85,6 @@ def throughput(config, encoding_names: list[str]) -> dict:
       measured['eval'] = benchmarking.measure_evaluation(configs[name], workloads[name], **timing)
     if FLAGS.decode and workloads[name].translator:
       measured['decode'] = benchmarking.measure_decoding(configs[name], workloads[name], windows=FLAGS.windows)
-  reference = 'none' if 'none' in results else encoding_names[0]
   base = results[reference]['train']
   for measured in results.values():
     train = measured['train']
@@ -180,6 +182,12 @@ def _encodings() -> list[str]:
   return names
 
 
+def _reference(names: list[str]) -> str:
+  if FLAGS.reference:
+    check_choice('--reference', FLAGS.reference, names)
+  return FLAGS.reference or names[0]
+
+
 def main(argv) -> None:
   del argv
   config = FLAGS.config
@@ -203,7 +211,8 @@ def main(argv) -> None:
           f'{gap["host_batches_per_second"]:.0f} batches/s')
     results['pipeline'] = gap
   else:
-    results |= throughput(config, _encodings())
+    names = _encodings()
+    results |= throughput(config, names, _reference(names))
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
     with open(FLAGS.out, 'w') as f:

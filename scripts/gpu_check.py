@@ -79,11 +79,12 @@ def devices() -> dict:
                        'compute_capability': getattr(d, 'compute_capability', None)} for d in jax.devices()]}
 
 
-def benchmark_figures(path: str) -> dict:
-  """Per encoding: steps/s, step time against `none`, MFU, memory and the attention paths."""
+def benchmark_figures(path: str) -> tuple[str, dict]:
+  """The reference encoding, and per encoding: steps/s, step time against the reference's, MFU, memory and
+  the attention paths."""
   with open(path) as f:
     measured = json.load(f)
-  return {name: {'steps_per_second': run['train']['steps_per_second'], 'step_time_ratio': run['step_time_ratio'],
+  return measured['reference'], {name: {'steps_per_second': run['train']['steps_per_second'], 'step_time_ratio': run['step_time_ratio'],
                  'mfu': run['train']['mfu'], 'compiled_gib': run['train']['compiled_bytes_per_device'] / 2**30,
                  'peak_gib': (run['train']['peak_bytes_in_use'] or 0) / 2**30 or None,
                  'attention': {call: path['implementation'] + (f" ({path['reason']})" if path['reason'] else '')
@@ -115,7 +116,7 @@ def check(out: str, tiny: bool, parts: Sequence[str] = PARTS) -> dict:
                               *TIMING[tiny],
                               f'--out={figures}'], TIMEOUT_SECONDS['benchmark'], logs)
       if step['status'] == 'ok':
-        step['figures'] = benchmark_figures(figures)
+        step['reference'], step['figures'] = benchmark_figures(figures)
       summary['benchmarks'][label] = step
 
   if 'training' in parts:
@@ -152,7 +153,7 @@ def markdown(summary: dict) -> str:
   if 'attention_tests' in summary:
     tests = summary['attention_tests']
     lines += [f'- attention tests: {tests["status"]} ({tests["output_tail"].strip().splitlines()[-1:]})', '']
-  lines += ['| run | encoding | steps/s | time / none | MFU | compiled GiB | peak GiB | attention |',
+  lines += ['| run | encoding | steps/s | time / reference | MFU | compiled GiB | peak GiB | attention |',
            '| --- | --- | --- | --- | --- | --- | --- | --- |']
   for label, step in summary['benchmarks'].items():
     for name, fig in step.get('figures', {'-': None}).items():
@@ -162,7 +163,8 @@ def markdown(summary: dict) -> str:
       mfu = '-' if fig['mfu'] is None else f'{fig["mfu"]:.1%}'
       peak = '-' if fig['peak_gib'] is None else f'{fig["peak_gib"]:.2f}'
       paths = '; '.join(f'{call}: {path}' for call, path in fig['attention'].items())
-      lines.append(f'| {label} | {name} | {fig["steps_per_second"]:.2f} | {fig["step_time_ratio"]:.3f} | {mfu} | '
+      marked = f'{name} (reference)' if name == step['reference'] else name
+      lines.append(f'| {label} | {marked} | {fig["steps_per_second"]:.2f} | {fig["step_time_ratio"]:.3f} | {mfu} | '
                    f'{fig["compiled_gib"]:.2f} | {peak} | {paths} |')
   training = summary.get('training', {})
   if training:

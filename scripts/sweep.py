@@ -8,7 +8,7 @@
         --output_dir=runs/sweeps/multi30k_cpu --set=data.data_dir=../shared/data/multi30k
 
 A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1`
-(a key without a dot is an option of that encoding) or `chebyshev:model.pe_placement=output`
+(a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
 (a dotted key is any config key). `--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`),
 applies to every run.
 

@@ -145,9 +145,9 @@ SMALL_CLI = ['--task=listops', '--config=configs/listops/lra.py:cpu', '--config.
 
 
 @pytest.mark.slow
-def test_cli_reports_every_encoding_against_none(tmp_path):
+def test_cli_reports_every_encoding_against_the_reference(tmp_path):
   out = tmp_path / 'benchmark.json'
-  stdout = run_cli(*SMALL_CLI, '--encodings=rope,none', f'--out={out}')
+  stdout = run_cli(*SMALL_CLI, '--encodings=rope,none', '--reference=none', f'--out={out}')
   results = json.loads(out.read_text())
   assert results['reference'] == 'none' and list(results['encodings']) == ['rope', 'none']
   none, rope = results['encodings']['none'], results['encodings']['rope']
@@ -171,7 +171,10 @@ def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):
   assert 'speed-up' in stdout
 
 
-def test_cli_names_a_bad_encoding():
-  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *SMALL_CLI,
-                              '--encodings=fourier'], capture_output=True, text=True, timeout=300)
-  assert completed.returncode != 0 and "--encodings='fourier' is not one of" in completed.stderr
+@pytest.mark.parametrize('flags, message', [
+    (['--encodings=fourier'], "--encodings='fourier' is not one of"),
+    (['--encodings=rope,alibi', '--reference=none'], "--reference='none' is not one of ['rope', 'alibi']")])
+def test_cli_names_a_bad_encoding_or_reference(flags, message):
+  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *SMALL_CLI, *flags],
+                             capture_output=True, text=True, timeout=300)
+  assert completed.returncode != 0 and message in completed.stderr

@@ -1,7 +1,7 @@
 """Trains a tiny config in a process of its own, for tests that signal or kill it or run several.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS \
-        [--task listops|translation] [--out OUT.npz] [--checkpoint_every N] [--dropout RATE] \
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS \\
+        [--task listops|translation] [--out OUT.npz] [--checkpoint_every N] [--dropout RATE] \\
         [--set SECTION.KEY=VALUE ...] [--coordinator_address HOST:PORT --num_processes N --process_id I]
 
 Prints the results (without the config) as one JSON line; with --out, process 0 also

@@ -9,7 +9,7 @@ generator, whose longer expressions then test length generalisation; scripts/swe
     python -m lra_posenc.listops.train --config=configs/listops/lra.py:sweep --workdir=runs/listops_sweep
 Chebyshev-PE study's data (depth 7, 7 arguments, 250-1000 tokens, label = value mod 2), the CPU
 model trained from scratch; add --config.model.pos_encoding_placement=after_encoder for its placement:
-    python -m lra_posenc.listops.train --config=configs/listops/lra.py:chebyshev_study \
+    python -m lra_posenc.listops.train --config=configs/listops/lra.py:chebyshev_study \\
         --workdir=runs/chebyshev_study --config.model.pos_encoding=chebyshev
 Select the encoding with --config.model.pos_encoding=NAME (see lra_posenc.encodings.REGISTRY)
 and its options with --config.model.pos_encoding_options.NAME.KEY=VALUE.

@@ -5,18 +5,18 @@ smoothing 0.1, warmup + inverse square root, 10k steps):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py \\
         --workdir=runs/multi30k --config.data.data_dir=DATA/multi30k
 CPU variant (3+3 layers, d 256, 2000 steps; 35 min on 2 CPU cores shared with other jobs,
-sacreBLEU on test_2016_flickr 28.8 with sinusoidal, 27.0 with legendre; see RESULTS.md):
+sacreBLEU on test_2016_flickr 28.8 with sinusoidal, 26.9 with legendre; see RESULTS.md):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
         --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
 Sweep variant (2+2 layers, d 128, 1500 steps: the CPU-sized comparison of scripts/sweep.py, RESULTS.md):
-    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:sweep \
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:sweep \\
         --workdir=runs/multi30k_sweep --config.data.data_dir=DATA/multi30k
 Tiny variant: the Multi30k literature's text-only baseline, the Transformer-tiny of Wu et al.
 2021 ("Good for Misconceived Reasons", ACL 2021; fairseq's transformer_tiny_wu2021: 41.02
 tokenized BLEU on test_2016_flickr), trained to its plateau: 40.74 tokenized BLEU, the averaged
 checkpoint, in 2 h 22 min on 2 CPU cores (RESULTS.md; 5000 steps and the last 5 averaged give
 39.00 in 82 minutes: --config.training.num_train_steps=5000 --config.evaluation.average_last=5):
-    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:tiny \
+    python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:tiny \\
         --workdir=runs/multi30k_tiny --config.data.data_dir=DATA/multi30k
   As theirs: 4+4 layers, d 128, ffn 256, 4 heads, ReLU, no dropout on attention weights or the
   ffn's hidden layer, all embeddings shared; lowercased text (their files, LividWo/Revisit-MMT
@@ -34,8 +34,8 @@ checkpoint, in 2 h 22 min on 2 CPU cores (RESULTS.md; 5000 steps and the last 5 
     holds up to 8192 tokens; here 4096, which halves the step on this CPU.
   - Averaging: their evaluate.sh scores the mean of the last 10 epoch checkpoints (an epoch is ~60
     of their updates), not the best checkpoint; here the last 10 validations (100 steps apart).
-  - Tokens: a joint SentencePiece unigram model of 8000 pieces trained on the training split, as
-    every config here (theirs: joint BPE of 10000 merges on their tokenized files).
+  - Tokens: a joint SentencePiece unigram model trained on the training split, as every config
+    here, of 8000 pieces (theirs: joint BPE of 10000 merges on their tokenized files).
   - Batches: the 4096-token budget is counted at the length bucket's width, not the batch's own
     longest pair (shapes must be few to compile once), so a step holds ~3500 target tokens.
   - Validation every 100 steps rather than every epoch (an epoch of Multi30k's 29000 pairs is 131

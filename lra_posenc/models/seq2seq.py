@@ -1,4 +1,4 @@
-"""Encoder-decoder Transformer for translation (Vaswani et al. 2017, pre-LayerNorm)."""
+"""Encoder-decoder Transformer for translation (Vaswani et al. 2017; pre- or post-LayerNorm, `model.norm_position`)."""
 import chex
 import flax.linen as nn
 import jax

@@ -4,7 +4,7 @@
         --workdir=runs/multi30k_cpu --config.data.data_dir=../shared/data/multi30k
 
 The SentencePiece model is trained on the training split into WORKDIR/tokenizer. The
-best checkpoint (by validation token accuracy) translates every test split with beam
+best checkpoint (by `evaluation.selection_metric`) translates every test split with beam
 search; hypotheses go to WORKDIR/translations/SPLIT.LANG and sacreBLEU scores against
 the raw references to results.json. Re-running the command on the same workdir resumes.
 """
