@@ -207,8 +207,10 @@ def test_generator_label_modulus_writes_parity_labels(tmp_path):
                           random.Random(3))
   parity = listops.generate(50, options, random.Random(3))
   assert list(parity) == list(tens) and all(parity[e] == tens[e] % 2 for e in tens)
-  with pytest.raises(ValueError, match='label_modulus must be in 2..10'):
+  with pytest.raises(ValueError, match='label_modulus=1 must be >= 2 and <= 10'):
     listops.GeneratorOptions(label_modulus=1)
+  with pytest.raises(ValueError, match='max_args=1 must be >= 2'):
+    listops.GeneratorOptions(max_args=1)
 
 
 def test_generator_refuses_a_length_window_no_tree_reaches():
@@ -217,6 +219,16 @@ def test_generator_refuses_a_length_window_no_tree_reaches():
   with pytest.raises(ValueError, match='max_depth=3 and max_args=4 the longest has 26 tokens'):
     listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=26, shorter_than=40)
   listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=25, shorter_than=40)
+
+
+def test_generator_refuses_more_expressions_than_its_options_allow():
+  """Depth 1 allows only the ten single values: ten are drawn, an eleventh is an error, not an endless loop."""
+  values_only = listops.GeneratorOptions(max_depth=1, longer_than=0, shorter_than=2)
+  assert sorted(listops.generate(10, values_only, random.Random(0))) == [str(v) for v in range(10)]
+  with pytest.raises(ValueError, match='allow too few distinct expressions.*1 short of the request'):
+    listops.generate(11, values_only, random.Random(0))
+  with pytest.raises(ValueError, match='repeated one of the 10 already drawn, 2 short'):
+    listops.generate(4, values_only, random.Random(0), exclude=frozenset(map(str, range(8))))
 
 
 @pytest.mark.parametrize('encoding', ['chebyshev', 'sinusoidal'])

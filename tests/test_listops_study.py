@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from configs.listops import lra
 from conftest import TESTS_DIR, run_listops, tiny_config
 from lra_posenc.data import listops as generator
 from lra_posenc.data.files import DataError
@@ -88,6 +89,21 @@ def test_augmented_batches_are_a_function_of_seed_step_and_row():
       iter([{'inputs': batch[rows]} for batch in [ids[i * 8:(i + 1) * 8] for i in range(8)]]), config, seed=0,
       start=0, first_row=rows.start)] for rows in (slice(0, 4), slice(4, 8))]
   np.testing.assert_array_equal(np.concatenate([np.stack(h) for h in halves], axis=1), np.stack(straight))
+
+
+@pytest.mark.parametrize('data_dir, key, value, message', [
+    ('', 'max_args', 1, r'data.generator: max_args=1 must be >= 2'),
+    ('', 'label_modulus', 10, r'data.generator.label_modulus=10 writes labels 0..9, more than data.num_classes=2'),
+    ('given', 'max_depth', 0, r'data.generator: max_depth=0 must be >= 1')])
+def test_generator_options_fail_before_any_data_is_made(data_dir, key, value, message):
+  """Wrong generator options stop the run before it generates (or reads) data; with data given, the labels
+  are the files' own, so only the options' own checks apply."""
+  config = lra.get_config('cpu')
+  config.data.data_dir = data_dir and '/nonexistent/never/read'
+  config.data.num_classes = 2
+  config.data.generator[key] = value
+  with pytest.raises(ValueError, match=message):
+    train.create_task(config, '/nonexistent/never/written')
 
 
 @pytest.mark.parametrize('key, value', [('shuffle_arguments', 1.5), ('contract_subtrees', -0.1)])

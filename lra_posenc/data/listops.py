@@ -22,11 +22,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lra_posenc import progress
+from lra_posenc.validation import check_range
 
 OPERATORS = ('[MIN', '[MAX', '[MED', '[SM')
 END = ']'
 VALUE_PROBABILITY = 0.75  # LRA: a node below max_depth is a value unless random() <= 0.25.
 SPLITS = ('train', 'val', 'test')
+# In-window draws in a row that repeat an expression already held, after which the options are taken to
+# allow too few distinct expressions for the request (rather than drawing for ever).
+MAX_REPEATED_DRAWS = 1000
 
 Tree = int | tuple
 
@@ -42,8 +46,9 @@ class GeneratorOptions:
   label_modulus: int = 10
 
   def __post_init__(self):
-    if not 2 <= self.label_modulus <= 10:
-      raise ValueError(f'label_modulus must be in 2..10, got {self.label_modulus}')
+    check_range('label_modulus', self.label_modulus, at_least=2, at_most=10)
+    check_range('max_depth', self.max_depth, at_least=1)
+    check_range('max_args', self.max_args, at_least=2, why='an operator takes 2 to max_args arguments')
     if self.longer_than + 1 >= min(self.shorter_than, self.longest_tree() + 1):
       raise ValueError(
           f'no expression has longer_than < length < shorter_than ({self.longer_than} < length < {self.shorter_than}): '
@@ -120,14 +125,22 @@ def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
              exclude: frozenset = frozenset(), on_sample: Callable[[], None] | None = None) -> dict[str, int]:
   """`num_samples` distinct expressions (not in `exclude`) mapped to their labels; `on_sample()` after each."""
   samples: dict[str, int] = {}
+  repeated = 0
   while len(samples) < num_samples:
     tree, length, value = _generate_tree(rng, 1, options)
     if options.longer_than < length < options.shorter_than:
       expression = to_string(tree)
-      if expression not in exclude and expression not in samples:
-        samples[expression] = value % options.label_modulus
-        if on_sample:
-          on_sample()
+      if expression in exclude or expression in samples:
+        repeated += 1
+        if repeated == MAX_REPEATED_DRAWS:
+          raise ValueError(f'{options} allow too few distinct expressions: {MAX_REPEATED_DRAWS} draws in a row '
+                           f'repeated one of the {len(exclude) + len(samples)} already drawn, {num_samples - len(samples)} '
+                           'short of the request (widen the length window or raise max_depth or max_args)')
+        continue
+      repeated = 0
+      samples[expression] = value % options.label_modulus
+      if on_sample:
+        on_sample()
   return samples
 
 

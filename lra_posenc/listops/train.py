@@ -42,6 +42,7 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_keys(config.data.augment, 'data.augment', augment.KEYS)
   augment.check_config(config.data.augment)
   check_positive(config.data, 'data', 'max_length', 'num_classes')
+  _check_generator(config.data)
   check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
   model = config.model
@@ -64,6 +65,17 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
                                classifier_dim=model.classifier_dim,
                                pos_encoding_placement=model.pos_encoding_placement,
                                randomized_positions=model.randomized_positions)
+
+
+def _check_generator(data: ml_collections.ConfigDict) -> None:
+  """The generator's options are possible, and the labels it would write fit `data.num_classes`."""
+  try:
+    options = generator.GeneratorOptions.from_spec(data.generator)
+  except ValueError as error:
+    raise ValueError(f'data.generator: {error}') from None
+  if not data.data_dir and options.label_modulus > data.num_classes:
+    raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels 0..{options.label_modulus - 1}, '
+                     f'more than data.num_classes={data.num_classes}')
 
 
 def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
