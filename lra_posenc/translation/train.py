@@ -55,7 +55,9 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
   check_positive(data, 'data', 'max_length', 'max_eval_source_length')
-  check_positive(data.tokenizer, 'data.tokenizer', 'vocab_size', 'character_coverage')
+  check_range('data.tokenizer.vocab_size', data.tokenizer.vocab_size, above=EOS_ID + 1,
+              why=f'ids 0-{EOS_ID} are padding, unknown, BOS and EOS')
+  check_range('data.tokenizer.character_coverage', data.tokenizer.character_coverage, above=0, at_most=1)
   check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
   if not data.data_dir and not data.tfds_name:
@@ -79,12 +81,10 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if config.model.share_embeddings and not data.tokenizer.joint:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
   check_keys(config.loss, 'loss', LOSS_KEYS)
-  if not 0.0 <= config.loss.label_smoothing < 1.0:
-    raise ValueError(f'loss.label_smoothing must be in [0, 1), got {config.loss.label_smoothing!r}')
+  check_range('loss.label_smoothing', config.loss.label_smoothing, at_least=0, below=1)
   check_keys(config.decoding, 'decoding', DECODING_KEYS)
   check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
-  if config.decoding.length_penalty < 0:
-    raise ValueError(f'decoding.length_penalty must be >= 0, got {config.decoding.length_penalty!r}')
+  check_range('decoding.length_penalty', config.decoding.length_penalty, at_least=0)
   transformer_config(config.model, max_len=model_max_len(config))
 
 
