@@ -158,7 +158,7 @@ class TrainStepTimer:
     Interference on a shared host only ever slows a window, so the best window is the
     steadier estimate there; the median is the headline. XLA's FLOPs and bytes accessed
     are exact for the compiled program, which makes their ratios between encodings free
-    of timing noise. MFU is the analytic model FLOPs per second over the peak of all
+    of timing noise. MFU is the model's matrix-product FLOPs per second over the peak of all
     local devices (from `PEAK_TFLOPS`, or `peak_tflops`); None where the peak is unknown.
     """
     batch_size = self.config.training.batch_size

@@ -13,7 +13,7 @@ trainer's own pmapped step (`benchmarking.TrainStepTimer`), pre-LN with ReLU as 
 (`benchmarking.interleaved_windows`), so a machine that slows for a while slows both alike.
 
 Prints each side's median ms/step, the ratio ours/peer (below 1: ours is faster), the model
-GFLOP/s each achieves (the same analytic FLOPs of `models.flops`), this host's float32 matrix
+GFLOP/s each achieves (the same matrix-product FLOPs of `models.flops`), this host's float32 matrix
 product GFLOP/s measured in the same process, and the CPU model; --output writes them as JSON.
 """
 import argparse

@@ -11,13 +11,48 @@ import pytest
 from configs.listops import lra
 from configs.translation import multi30k
 from conftest import tiny_config
-from lra_posenc import benchmarking
+from lra_posenc import benchmarking, encodings
 from lra_posenc.listops import train as listops_train
 from lra_posenc.models import flops
+from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.translation import train as translation_train
 from lra_posenc.translation.translator import create_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# The closed form of the convention (2 FLOPs per multiply-add of every matrix product, attention over
+# all query-key pairs) for a Transformer without an encoding's own products: the oracle of the traced count.
+def attention_flops(cfg: TransformerConfig, query_length: int, key_length: int) -> int:
+  """Projections (query, key, value, output) and the two products over query-key pairs."""
+  projections = 2 * cfg.emb_dim * cfg.qkv_dim * (2 * query_length + 2 * key_length)
+  pairs = 2 * 2 * query_length * key_length * cfg.qkv_dim
+  return projections + pairs
+
+
+def mlp_flops(cfg: TransformerConfig, length: int) -> int:
+  return 2 * 2 * length * cfg.emb_dim * cfg.mlp_dim
+
+
+def encoder_flops(cfg: TransformerConfig, length: int) -> int:
+  return cfg.num_layers * (attention_flops(cfg, length, length) + mlp_flops(cfg, length))
+
+
+def decoder_flops(cfg: TransformerConfig, target_length: int, source_length: int) -> int:
+  per_layer = (attention_flops(cfg, target_length, target_length) + attention_flops(cfg, target_length, source_length)
+               + mlp_flops(cfg, target_length))
+  return cfg.num_layers * per_layer
+
+
+def classifier_flops(cfg: TransformerConfig, length: int, classifier_dim: int, num_classes: int) -> int:
+  """One example of `length` encoder positions (with any CLS position) through encoder and MLP head."""
+  return encoder_flops(cfg, length) + 2 * cfg.emb_dim * classifier_dim + 2 * classifier_dim * num_classes
+
+
+def seq2seq_flops(cfg: TransformerConfig, source_length: int, target_length: int, target_vocab_size: int) -> int:
+  """One sentence pair through encoder, decoder and output logits (teacher forcing)."""
+  return (encoder_flops(cfg, source_length) + decoder_flops(cfg, target_length, source_length)
+          + 2 * target_length * cfg.emb_dim * target_vocab_size)
 
 
 def small_listops_config(**model):
@@ -50,7 +85,7 @@ def test_classifier_flops_match_the_traced_matrix_products(pooling, pos_encoding
   params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
   forward = lambda p, t: model.apply({'params': p}, t, train=False)
   positions = 16 + (pooling == 'cls')
-  per_example = flops.classifier_flops(model.config, positions, 24, 10)
+  per_example = classifier_flops(model.config, positions, 24, 10)
   assert flops.traced_matmul_flops(forward, params, tokens) == 3 * per_example
   gradient = jax.grad(lambda p, t: forward(p, t).sum())
   # A shared bias's gradient is summed over the batch by a product with ones (models/attention.py): not model FLOPs.
@@ -66,8 +101,26 @@ def test_seq2seq_flops_match_the_traced_matrix_products(share_embeddings):
   sources, targets = np.ones((2, 9), np.int32), np.ones((2, 7), np.int32)
   params = model.init(jax.random.PRNGKey(0), sources, targets, train=False)['params']
   forward = lambda p: model.apply({'params': p}, sources, targets, train=False)
-  per_example = flops.seq2seq_flops(model.config, 9, 7, 40)
+  per_example = seq2seq_flops(model.config, 9, 7, 40)
   assert flops.traced_matmul_flops(forward, params) == 2 * per_example
+
+
+def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
+  """MFU's count: without an encoding, the closed form; the encodings that compute products of their own
+  (Transformer-XL's position projection, CoPE's gates and interpolation, FIRE's and dynamic_bias's MLP over
+  position pairs) count more, and every other encoding exactly as much."""
+  counts = {name: listops_train.benchmark_workload(small_listops_config(pos_encoding=name)).forward_flops
+            for name in encodings.REGISTRY}
+  model = listops_train.create_model(small_listops_config())
+  assert counts['none'] == classifier_flops(model.config, 16 + 1, 24, 10)  # 16 tokens and CLS.
+  assert {name for name, count in counts.items() if count != counts['none']} == {
+      'transformer_xl', 'cope', 'fire', 'dynamic_bias'}
+  assert min(counts.values()) == counts['none']
+  translation = small_translation_config()
+  workload = translation_train.benchmark_workload(translation)
+  assert workload.forward_flops == seq2seq_flops(workload.translator.model.config, 12, 12, 50)
+  translation.model.pos_encoding = 'transformer_xl'
+  assert translation_train.benchmark_workload(translation).forward_flops > workload.forward_flops
 
 
 def test_traced_flops_count_scan_trips_and_refuse_while_loops():

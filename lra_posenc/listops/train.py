@@ -141,15 +141,14 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
             'targets': rng.integers(0, config.data.num_classes, (examples,), dtype=np.int32),
             'weight': np.ones((examples,), np.float32)}
 
-  positions = length + (config.model.pooling == 'cls')
+  example = np.zeros((1, length), np.int32)
+  init = lambda rng: model.init({'params': rng}, example, train=False)['params']
+  forward = lambda params, tokens: model.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(
-          lambda rng: model.init({'params': rng}, np.zeros((1, length), np.int32), train=False)['params'],
-          functools.partial(classification_metrics, model),
-          attention_paths(model.config, model.attention_calls(length))),
+      task=benchmarking.synthetic_task(init, functools.partial(classification_metrics, model),
+                                       attention_paths(model.config, model.attention_calls(length))),
       batch=batch,
-      forward_flops=flops.classifier_flops(model.config, positions, config.model.classifier_dim,
-                                           config.data.num_classes),
+      forward_flops=flops.forward_flops(forward, init, example),
       tokens_per_example=length)
 
 

@@ -1,51 +1,27 @@
 """Matrix-product FLOPs of the models, for model FLOPs utilisation (MFU).
 
-The analytic counts follow the usual MFU convention: 2 FLOPs per multiply-add of every
-matrix product the model computes (attention over all query-key pairs, causal or not),
-nothing for element-wise work, and a training step at 3x the forward pass. Positional
-encodings add no matrix products, so one count serves all of them. `traced_matmul_flops`
-counts the same thing from a traced function; the tests hold the two to equality.
+The usual MFU convention: 2 FLOPs per multiply-add of every matrix product the model
+computes (attention over all query-key pairs, causal or not), nothing for element-wise work,
+and a training step at 3x the forward pass. The products are counted from the traced forward
+pass, so those an encoding adds (Transformer-XL's and CoPE's, FIRE's MLP over position pairs)
+count too; the tests hold the count to the closed form of a Transformer without an encoding.
 """
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
-
-from lra_posenc.models.transformer import TransformerConfig
+import numpy as np
 
 TRAIN_STEP_FACTOR = 3  # Forward, then gradients with respect to inputs and to weights.
 
 
-def attention_flops(cfg: TransformerConfig, query_length: int, key_length: int) -> int:
-  """Projections (query, key, value, output) and the two products over query-key pairs."""
-  projections = 2 * cfg.emb_dim * cfg.qkv_dim * (2 * query_length + 2 * key_length)
-  pairs = 2 * 2 * query_length * key_length * cfg.qkv_dim
-  return projections + pairs
+def forward_flops(forward: Callable, init: Callable[[jax.Array], Any], *example: np.ndarray) -> int:
+  """Matrix-product FLOPs of `forward(params, *example)`, params shaped as `init(rng)` makes them.
 
-
-def mlp_flops(cfg: TransformerConfig, length: int) -> int:
-  return 2 * 2 * length * cfg.emb_dim * cfg.mlp_dim
-
-
-def encoder_flops(cfg: TransformerConfig, length: int) -> int:
-  return cfg.num_layers * (attention_flops(cfg, length, length) + mlp_flops(cfg, length))
-
-
-def decoder_flops(cfg: TransformerConfig, target_length: int, source_length: int) -> int:
-  per_layer = (attention_flops(cfg, target_length, target_length) + attention_flops(cfg, target_length, source_length)
-               + mlp_flops(cfg, target_length))
-  return cfg.num_layers * per_layer
-
-
-def classifier_flops(cfg: TransformerConfig, length: int, classifier_dim: int, num_classes: int) -> int:
-  """One example of `length` encoder positions (with any CLS position) through encoder and MLP head."""
-  return encoder_flops(cfg, length) + 2 * cfg.emb_dim * classifier_dim + 2 * classifier_dim * num_classes
-
-
-def seq2seq_flops(cfg: TransformerConfig, source_length: int, target_length: int, target_vocab_size: int) -> int:
-  """One sentence pair through encoder, decoder and output logits (teacher forcing)."""
-  return (encoder_flops(cfg, source_length) + decoder_flops(cfg, target_length, source_length)
-          + 2 * target_length * cfg.emb_dim * target_vocab_size)
+  Nothing is computed: `init` runs abstractly and `forward` is only traced.
+  """
+  return traced_matmul_flops(forward, jax.eval_shape(init, jax.random.key(0)), *example)
 
 
 def traced_matmul_flops(fn: Callable, *args) -> int:

@@ -220,12 +220,13 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
     return {'inputs': ids(), 'targets': ids(), 'weight': np.ones((examples,), np.float32)}
 
   example = np.zeros((1, length), np.int32)
+  init = lambda rng: model.init({'params': rng}, example, example, train=False)['params']
+  forward = lambda params, sources, targets: model.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
-                                       functools.partial(translation_metrics, model, config.loss.label_smoothing),
+      task=benchmarking.synthetic_task(init, functools.partial(translation_metrics, model, config.loss.label_smoothing),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
-      forward_flops=flops.seq2seq_flops(model.config, length, length, vocab_size),
+      forward_flops=flops.forward_flops(forward, init, example, example),
       tokens_per_example=2 * length,
       translator=translator)
 
