@@ -133,9 +133,10 @@ def generate(num_samples: int, options: GeneratorOptions, rng: random.Random,
       if expression in exclude or expression in samples:
         repeated += 1
         if repeated == MAX_REPEATED_DRAWS:
-          raise ValueError(f'{options} allow too few distinct expressions: {MAX_REPEATED_DRAWS} draws in a row '
-                           f'repeated one of the {len(exclude) + len(samples)} already drawn, {num_samples - len(samples)} '
-                           'short of the request (widen the length window or raise max_depth or max_args)')
+          raise ValueError(f'{options} allow too few distinct expressions: {MAX_REPEATED_DRAWS} draws in a '
+                           f'row repeated one of the {len(exclude) + len(samples)} already drawn, '
+                           f'{num_samples - len(samples)} short of the request (widen the length window or '
+                           'raise max_depth or max_args)')
         continue
       repeated = 0
       samples[expression] = value % options.label_modulus

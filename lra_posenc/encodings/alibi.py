@@ -45,7 +45,8 @@ class AlibiEncoding(base.PositionalEncoding):
   Options: ClassVar[type] = AlibiOptions
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     slopes = jnp.asarray(alibi_slopes(self.num_heads))
     if self.options.learned_slopes:

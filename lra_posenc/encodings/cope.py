@@ -74,7 +74,8 @@ class CopeEncoding(base.PositionalEncoding):
   Options: ClassVar[type] = CopeOptions
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     max_positions = self.options.max_positions or self.max_len
     arrays = {
         'embeddings': self.param('embeddings', nn.initializers.zeros, (2, max_positions, self.head_dim)),

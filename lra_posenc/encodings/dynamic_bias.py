@@ -38,7 +38,8 @@ class DynamicBiasEncoding(base.PositionalEncoding):
   Options: ClassVar[type] = DynamicBiasOptions
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     width = self.options.width or max(1, self.dim // 4)
     x = signed_log_distance(query_positions, key_positions)[..., None]

@@ -42,7 +42,8 @@ class FireEncoding(base.PositionalEncoding):
   Options: ClassVar[type] = FireOptions
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     c = self.param('c', nn.initializers.constant(self.options.init_c), ())
     threshold = self.options.init_threshold * jnp.abs(self.param('threshold_multiplier', nn.initializers.ones, ()))

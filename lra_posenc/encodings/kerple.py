@@ -35,7 +35,8 @@ class KerpleEncoding(base.PositionalEncoding):
     raise NotImplementedError
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     power = clamp_straight_through(self.param('power', uniform(2.0), (self.num_heads,)), SMALLEST, self.max_power)
     scale = clamp_straight_through(self.param('scale', uniform(1.0), (self.num_heads,)), SMALLEST)
@@ -45,14 +46,14 @@ class KerpleEncoding(base.PositionalEncoding):
 
 class KerpleLogEncoding(KerpleEncoding):
 
-  def kernel(self, distance, power, scale):
+  def kernel(self, distance: base.Array, power: base.Array, scale: base.Array) -> base.Array:
     return -power * jnp.log1p(scale * distance)
 
 
 class KerplePowerEncoding(KerpleEncoding):
   max_power = 2.0
 
-  def kernel(self, distance, power, scale):
+  def kernel(self, distance: base.Array, power: base.Array, scale: base.Array) -> base.Array:
     # 0 ** p is 0, but its gradient in p is 0 * log 0: the base is 1 there, and the term masked.
     nonzero = distance > 0
     return -scale * jnp.where(nonzero, jnp.where(nonzero, distance, 1.0) ** power, 0.0)

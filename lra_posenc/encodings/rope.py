@@ -73,6 +73,7 @@ class RopeEncoding(base.PositionalEncoding):
     return rotation(positions / self.options.interpolation_factor, rotated=rotated,
                     base=self.options.scaled_base(rotated))
 
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     return base.AttentionTerms(query_rotary=self.rotary(query_positions), key_rotary=self.rotary(key_positions))

@@ -50,7 +50,8 @@ class T5Encoding(base.PositionalEncoding):
   Options: ClassVar[type] = T5Options
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     buckets = relative_position_bucket(
         key_positions[:, None, :] - query_positions[:, :, None], bidirectional=not causal,
         num_buckets=self.options.num_buckets, max_distance=self.options.max_distance)

@@ -42,7 +42,8 @@ def transformer_xl_logits(arrays: dict, query: base.Array, key: base.Array, mask
 class TransformerXlEncoding(base.PositionalEncoding):
 
   @nn.compact
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     span = max(self.max_len, query_positions.shape[1], key_positions.shape[1])
     projected = nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False, name='relative_projection')(

@@ -50,7 +50,8 @@ class XposEncoding(base.PositionalEncoding):
     centred = (positions - self.max_len // 2).astype(jnp.float32)[..., None, None]
     return turned.replace(scale=zeta ** (sign * centred / self.options.gamma))
 
-  def attention_terms(self, query_positions, key_positions, *, causal):
+  def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
+                      causal: bool) -> base.AttentionTerms:
     del causal
     return base.AttentionTerms(query_rotary=self.rotary(query_positions, 1.0),
                                key_rotary=self.rotary(key_positions, -1.0))

@@ -74,11 +74,11 @@ def _check_generator(data: ml_collections.ConfigDict) -> None:
   except ValueError as error:
     raise ValueError(f'data.generator: {error}') from None
   if not data.data_dir and options.label_modulus > data.num_classes:
-    raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels 0..{options.label_modulus - 1}, '
-                     f'more than data.num_classes={data.num_classes}')
+    raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels '
+                     f'0..{options.label_modulus - 1}, more than data.num_classes={data.num_classes}')
 
 
-def classification_metrics(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
+def classification_metrics(model: TransformerClassifier, params: trainer.Params, batch: Batch, rng: jax.Array | None
                            ) -> dict[str, jax.Array]:
   """Summed cross-entropy and correct predictions; padding rows (weight 0) contribute nothing."""
   nll, correct = example_outcomes(model, params, batch, rng)
@@ -88,7 +88,7 @@ def classification_metrics(model: TransformerClassifier, params, batch: Batch, r
           'accuracy': jnp.where(real, correct.astype(jnp.float32) * weight, 0.0).sum(), 'count': weight.sum()}
 
 
-def example_outcomes(model: TransformerClassifier, params, batch: Batch, rng: jax.Array | None
+def example_outcomes(model: TransformerClassifier, params: trainer.Params, batch: Batch, rng: jax.Array | None
                      ) -> tuple[jax.Array, jax.Array]:
   """Each example's cross-entropy and whether its most probable class is the label."""
   train = rng is not None

@@ -88,7 +88,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   transformer_config(config.model, max_len=model_max_len(config))
 
 
-def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params, batch: Batch,
+def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params: trainer.Params, batch: Batch,
                         rng: jax.Array | None) -> dict[str, jax.Array]:
   """Sums over target tokens: label-smoothed loss (minus its floor, so 0 is perfect), NLL, accuracy.
 
