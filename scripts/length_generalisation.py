@@ -104,9 +104,7 @@ def listops_scores(workdir: str, bounds: Sequence[int], num_samples: int, data_d
     majority = float(np.bincount(targets).max() / len(targets))
     try:
       sums = [jax.device_get(metrics(params, batch)) for batch in dataset.eval_batches(config.evaluation.batch_size)]
-    except ValueError as error:
-      if CANNOT_EXTRAPOLATE not in str(error):
-        raise
+    except encodings.CannotExtrapolate:
       scores[label] = {'score': None, 'majority': majority, 'examples': len(targets)}
       continue
     score = sum(float(s['accuracy']) for s in sums) / sum(float(s['count']) for s in sums)

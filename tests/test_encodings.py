@@ -69,7 +69,7 @@ def test_tables_are_read_only_and_cached():
 
 
 def test_chebyshev_refuses_positions_beyond_max_len():
-  with pytest.raises(ValueError, match='cannot extrapolate'):
+  with pytest.raises(encodings.CannotExtrapolate, match='cannot extrapolate'):
     encodings.chebyshev_table(65, 8, 64)
 
 
@@ -183,7 +183,7 @@ def test_tables_are_constants_not_recomputed_in_the_step():
 @pytest.mark.parametrize('name', ['learned', 'chebyshev'])
 def test_non_extrapolating_encodings_reject_long_inputs(name):
   model = _classifier(name, 'mean', max_len=8)
-  with pytest.raises(ValueError, match='cannot extrapolate'):
+  with pytest.raises(encodings.CannotExtrapolate, match='cannot extrapolate'):
     model.init({'params': jax.random.PRNGKey(0)}, jnp.ones((1, 9), jnp.int32), train=False)
 
 

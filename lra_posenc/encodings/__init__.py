@@ -11,7 +11,7 @@ import ml_collections
 from lra_posenc.encodings import (alibi, base, chebyshev, cope, dynamic_bias, fire, kerple, learned, legendre, rope,
                                   sinusoidal, t5, transformer_xl, xpos)
 from lra_posenc.encodings.alibi import alibi_slopes
-from lra_posenc.encodings.base import AttentionTerms, ContentTerm, PositionalEncoding, Rotary
+from lra_posenc.encodings.base import AttentionTerms, CannotExtrapolate, ContentTerm, PositionalEncoding, Rotary
 from lra_posenc.encodings.chebyshev import chebyshev_table
 from lra_posenc.encodings.legendre import legendre_table
 from lra_posenc.encodings.sinusoidal import sinusoidal_table
@@ -37,7 +37,7 @@ REGISTRY: dict[str, type[PositionalEncoding]] = {
 OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
-    'REGISTRY', 'AttentionTerms', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
+    'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
     'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create', 'acts_in_attention',
 ]
 

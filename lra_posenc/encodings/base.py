@@ -133,9 +133,13 @@ def lookup(table: Array | np.ndarray, positions: Array) -> Array:
   return jnp.take(jnp.asarray(table), positions, axis=0, mode='fill', fill_value=jnp.nan)
 
 
+class CannotExtrapolate(ValueError):
+  """An input reaches positions an encoding has no rows for (its table or normalisation stops at max_len)."""
+
+
 def check_capacity(name: str, needed: int, max_len: int) -> None:
   """Rejects, at trace time, sequences longer than an encoding that cannot extrapolate."""
   if needed > max_len:
-    raise ValueError(
+    raise CannotExtrapolate(
         f'{name} positional encoding covers {max_len} positions but the input has {needed}; '
         f'{name} cannot extrapolate beyond max_len')

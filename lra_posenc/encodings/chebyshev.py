@@ -54,7 +54,7 @@ def chebyshev_table(length: int, dim: int, max_len: int, *, position_offset: int
     raise ValueError(f'chebyshev max_len must be at least 2, got {max_len}')
   last = length - 1 + position_offset
   if last > max_len - 1:
-    raise ValueError(
+    raise base.CannotExtrapolate(
         f'chebyshev positions reach {last} but max_len={max_len} normalises only 0..{max_len - 1}; '
         'chebyshev cannot extrapolate beyond max_len')
   x = 2.0 * (np.arange(length, dtype=np.float64) + position_offset) / (max_len - 1) - 1.0
