@@ -1,10 +1,13 @@
-"""What the comparison scripts share: variant names and their directories, and the plots' finish.
+"""What the comparison scripts share: variant names and their directories, statistics over seeds, and
+the plots' finish.
 
 A variant is an encoding with optional config overrides, `legendre:grid=open:position_offset=1`
 (a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
 (a dotted key is any config key); its runs live in OUTPUT_DIR/VARIANT_DIRECTORY/seed_S.
 """
 import dataclasses
+import statistics
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -44,6 +47,19 @@ def parse_variant(spec: str) -> Variant:
       raise ValueError(f'variant {spec!r}: {pair!r} is not KEY=VALUE')
     overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
   return Variant(spec, name, tuple(overrides))
+
+
+def mean_and_std(values: Sequence[float | None]) -> dict:
+  """Count, mean and sample std (ddof=1) of the values present (None: a run without this figure); the mean
+  is None without values, the std with fewer than two."""
+  present = [v for v in values if v is not None]
+  return {'count': len(present), 'mean': statistics.fmean(present) if present else None,
+          'std': statistics.stdev(present) if len(present) > 1 else None}
+
+
+def mean_std_cell(stats: dict, digits: int) -> str:
+  """A table cell 'mean ± std' (the mean alone where there is no std) with `digits` decimal places."""
+  return f"{stats['mean']:.{digits}f}" + (f" ± {stats['std']:.{digits}f}" if stats['std'] is not None else '')
 
 
 def comparison_figure(num_variants: int) -> tuple[plt.Figure, plt.Axes]:

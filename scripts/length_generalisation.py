@@ -30,7 +30,6 @@ import dataclasses
 import json
 import os
 import random
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 
@@ -44,9 +43,11 @@ from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import evaluate as listops_evaluate  # noqa: E402
 from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
 from lra_posenc.listops import train as listops_train  # noqa: E402
-from lra_posenc.sweeps import comparison_figure, save_line_plot, spec_of_directory  # noqa: E402
+from lra_posenc.sweeps import (comparison_figure, mean_and_std, mean_std_cell, save_line_plot,  # noqa: E402
+                               spec_of_directory)
 from lra_posenc.tasks import TASKS  # noqa: E402
 from lra_posenc.training.checkpointing import read_config, restore_best  # noqa: E402
+from lra_posenc.training.trainer import write_json  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
@@ -157,9 +158,7 @@ def cached(workdir: str, key: str, score: Callable[[], dict]) -> dict:
       cache = json.load(f)
   if key not in cache:
     cache[key] = score()
-    with open(path + '.tmp', 'w') as f:
-      json.dump(cache, f, indent=1)
-    os.replace(path + '.tmp', path)
+    write_json(path, cache)
   return cache[key]
 
 
@@ -171,9 +170,8 @@ def summarize(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
     cell['values'].append(row['score'])
   for buckets in summary.values():
     for cell in buckets.values():
-      present = [v for v in cell['values'] if v is not None]
-      cell['mean'] = statistics.fmean(present) if present else None
-      cell['std'] = statistics.stdev(present) if len(present) > 1 else None
+      stats = mean_and_std(cell['values'])
+      cell['mean'], cell['std'] = stats['mean'], stats['std']
   return summary
 
 
@@ -188,8 +186,7 @@ def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, fl
       elif cell['mean'] is None:
         row.append(CANNOT_EXTRAPOLATE)
       else:
-        row.append(f"{cell['mean']:.{digits}f}" + (f" ± {cell['std']:.{digits}f}" if cell['std'] is not None else '')
-                   + (f" (n={len(cell['values'])})" if len(cell['values']) > 1 else ''))
+        row.append(mean_std_cell(cell, digits) + (f" (n={len(cell['values'])})" if len(cell['values']) > 1 else ''))
     lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
   if baseline:
     lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')

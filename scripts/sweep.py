@@ -31,7 +31,6 @@ import concurrent.futures
 import csv
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -42,9 +41,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import encodings  # noqa: E402
-from lra_posenc.sweeps import Variant, comparison_figure, parse_variant, save_line_plot  # noqa: E402
+from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant,  # noqa: E402
+                               save_line_plot)
 from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
 from lra_posenc.training.metric_writer import read_history  # noqa: E402
+from lra_posenc.training.trainer import write_json  # noqa: E402
 
 RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'
@@ -83,9 +84,8 @@ def run(command: Sequence[str], workdir: str, env: dict[str, str] | None = None)
     except KeyboardInterrupt:  # The run got the same Ctrl-C: let it save its checkpoint before the sweep ends.
       training.wait()
       raise
-  record = {'seconds': record['seconds'] + time.perf_counter() - start, 'invocations': record['invocations'] + 1}
-  with open(wall_time_path, 'w') as f:
-    json.dump(record, f)
+  write_json(wall_time_path, {'seconds': record['seconds'] + time.perf_counter() - start,
+                              'invocations': record['invocations'] + 1})
   return returncode
 
 
@@ -131,11 +131,7 @@ def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
       if column in ('variant', 'seed'):
         continue
       values = [row.get(column) for row in own]
-      present = [v for v in values if v is not None]
-      summary['columns'][column] = {
-          'values': values, 'count': len(present),
-          'mean': statistics.fmean(present) if present else None,
-          'std': statistics.stdev(present) if len(present) > 1 else None}
+      summary['columns'][column] = {'values': values, **mean_and_std(values)}
     summaries.append(summary)
   return summaries
 
@@ -153,7 +149,7 @@ def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
       if stats['mean'] is None:  # No run has it: a target none reached, or a metric newer than every run.
         cells.append('not reached' if column.startswith('steps to') else 'n/a')
         continue
-      cell = f"{stats['mean']:.{places}f}" + (f" ± {stats['std']:.{places}f}" if stats['std'] is not None else '')
+      cell = mean_std_cell(stats, places)
       if stats['count'] < len(stats['values']):  # Seeds that never reached the target, or predate the metric.
         cell += f" ({stats['count']}/{len(stats['values'])} {'reached' if column.startswith('steps to') else 'runs'})"
       cells.append(cell)
