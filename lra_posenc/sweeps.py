@@ -35,6 +35,14 @@ def spec_of_directory(directory: str) -> str:
   return ':'.join([name] + [pair.replace('-', '=', 1) for pair in pairs])
 
 
+def parse_override(text: str) -> tuple[str, str]:
+  """`KEY=VALUE` as (key, value); raises ValueError for anything else."""
+  key, separator, value = text.partition('=')
+  if not separator or not key:
+    raise ValueError(f'{text!r} is not KEY=VALUE')
+  return key, value
+
+
 def parse_variant(spec: str) -> Variant:
   """`NAME[:KEY=VALUE]...`; raises ValueError naming a bad encoding or override."""
   name, *pairs = spec.split(':')
@@ -42,9 +50,10 @@ def parse_variant(spec: str) -> Variant:
     raise ValueError(f'variant {spec!r}: encoding {name!r} is not one of {list(encodings.REGISTRY)}')
   overrides = [('model.pos_encoding', name)]
   for pair in pairs:
-    key, separator, value = pair.partition('=')
-    if not separator or not key:
-      raise ValueError(f'variant {spec!r}: {pair!r} is not KEY=VALUE')
+    try:
+      key, value = parse_override(pair)
+    except ValueError as error:
+      raise ValueError(f'variant {spec!r}: {error}') from None
     overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
   return Variant(spec, name, tuple(overrides))
 

@@ -41,8 +41,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import encodings  # noqa: E402
-from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant,  # noqa: E402
-                               save_line_plot)
+from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_override,  # noqa: E402
+                               parse_variant, save_line_plot)
 from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
 from lra_posenc.training.metric_writer import read_history  # noqa: E402
 from lra_posenc.training.trainer import write_json  # noqa: E402
@@ -52,10 +52,11 @@ WALL_TIME_FILE = 'sweep_wall_time.json'
 
 
 def parse_setting(text: str) -> tuple[str, str]:
-  key, separator, value = text.partition('=')
-  if not separator or not key:
-    raise argparse.ArgumentTypeError(f'--set {text!r} is not KEY=VALUE')
-  return key, value
+  """A --set (or --config.) KEY=VALUE, as argparse wants its errors."""
+  try:
+    return parse_override(text)
+  except ValueError as error:
+    raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
@@ -254,8 +255,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not arg.startswith('--config.'):
       parser.error(f'unrecognized argument: {arg}')
     try:
-      args.settings.append(parse_setting(arg[len('--config.'):]))
-    except argparse.ArgumentTypeError:
+      args.settings.append(parse_override(arg.removeprefix('--config.')))
+    except ValueError:
       parser.error(f'{arg} is not --config.KEY=VALUE')
   task = TASKS[args.task]
   try:
