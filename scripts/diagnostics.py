@@ -41,6 +41,7 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline, train  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from lra_posenc.training.config_checks import task_of  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
 
@@ -173,7 +174,7 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
 def listops_attention(workdir: str, expression: str, path: str) -> dict:
   """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
   config, params, step = restore_best(workdir)
-  if 'generator' not in config.data:
+  if task_of(config) != 'listops':
     raise ValueError(f'{workdir}: attention maps are drawn for ListOps runs; this run is not one')
   tokens = input_pipeline.tokenize(expression)
   unknown = [t for t in tokens if t not in input_pipeline.TOKEN_IDS]

@@ -17,7 +17,7 @@ from lra_posenc.data import listops
 from lra_posenc.listops import train
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.tasks import TASKS
-from lra_posenc.training.config_checks import upgrade_old_config
+from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -354,6 +354,21 @@ def test_every_listops_config_variant_is_valid(variant):
   options = listops.GeneratorOptions.from_spec(config.data.generator)
   assert options.shorter_than <= config.data.max_length + 1  # Every generated expression fits.
   assert config.data.num_classes == options.label_modulus
+
+
+def test_every_committed_config_json_names_the_task_that_wrote_it():
+  """The results/ folder holds config.json files of both tasks from every round; each is recognised (and
+  upgrades to today's keys), translation runs under results/multi30k*, ListOps runs elsewhere."""
+  paths = [os.path.join(directory, 'config.json')
+           for directory, _, files in os.walk(os.path.join(ROOT, 'results')) if 'config.json' in files]
+  assert len(paths) > 20
+  for path in paths:
+    with open(path) as f:
+      config = json.load(f)
+    expected = 'translation' if os.path.relpath(path, ROOT).startswith('results/multi30k') else 'listops'
+    assert task_of(config) == expected == task_of(upgrade_old_config(config)), path
+  with pytest.raises(ValueError, match=r"none of \['data.generator', 'data.tokenizer'\]"):
+    task_of({'data': {'data_dir': 'x'}})
 
 
 def test_randomized_positions_cover_every_input_position_and_set_the_encodings_reach():

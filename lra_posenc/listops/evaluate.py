@@ -24,6 +24,7 @@ from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.config_checks import task_of
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.trainer import write_json
 
@@ -56,7 +57,7 @@ def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nl
 def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_invalid: str | None = None,
                   max_length: int | None = None, length_buckets: int = 5) -> dict:
   """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
-  if 'generator' not in read_config(workdir).data:
+  if task_of(read_config(workdir)) != 'listops':
     raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has no data.generator (another task '
                      'trained it); give a workdir of lra_posenc.listops.train')
   if length_buckets < 1:

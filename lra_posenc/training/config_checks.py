@@ -1,5 +1,5 @@
 """Fail-fast config validation, so a typo is an error before anything compiles."""
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import ml_collections
 
@@ -47,6 +47,20 @@ ADDED_MODEL_KEYS = ('norm_position', 'activation', 'activation_dropout_rate', 'e
 TRANSLATION_ONLY_MODEL_KEYS, LISTOPS_ONLY_MODEL_KEYS = ('embedding_scaling',), ('randomized_positions',)
 
 
+# Each task's own key of `config.data`, in every config.json written so far: what says which task trained a run.
+TASK_DATA_KEYS = {'listops': 'generator', 'translation': 'tokenizer'}
+
+
+def task_of(config: Mapping) -> str:
+  """The task whose program wrote `config` (today's or an older config.json), by its data section's own key."""
+  data = config['data']
+  for task, key in TASK_DATA_KEYS.items():
+    if key in data:
+      return task
+  raise ValueError(f'a config with none of {[f"data.{key}" for key in TASK_DATA_KEYS.values()]}: no task of '
+                   f'this framework wrote it')
+
+
 def upgrade_old_config(config: dict) -> dict:
   """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and
   ListOps' data.augment) added, in today's keys.
@@ -57,8 +71,8 @@ def upgrade_old_config(config: dict) -> dict:
   for key, value in ADDED_KEYS.items():
     section, name = key.split('.')
     config.get(section, {}).setdefault(name, value)
-  data = config.get('data', {})
-  translation = 'length_buckets' in data
+  data = config['data']
+  translation = task_of(config) == 'translation'
   if 'model' in config:
     other_task = LISTOPS_ONLY_MODEL_KEYS if translation else TRANSLATION_ONLY_MODEL_KEYS
     config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS if key not in other_task])
@@ -70,7 +84,7 @@ def upgrade_old_config(config: dict) -> dict:
     data['max_eval_source_length'] = length
     config['decoding'].setdefault('max_output_length', length)
     config['decoding'].setdefault('batch_size', config['evaluation']['batch_size'])
-  if 'generator' in data:  # ListOps.
+  if not translation:
     data['generator'] = upgrade_generator_keys(data['generator'])
     data.setdefault('augment', {'shuffle_arguments': 0.0, 'contract_subtrees': 0.0})
   return config

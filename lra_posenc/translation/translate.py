@@ -15,6 +15,7 @@ from absl import flags
 
 from lra_posenc.training import cli
 from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.config_checks import task_of
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.translator import create_translator
@@ -23,7 +24,7 @@ from lra_posenc.translation.translator import create_translator
 def check_translation_workdir(workdir: str) -> ml_collections.ConfigDict:
   """The config `workdir` was trained with, if lra_posenc.translation.train trained it; else a ValueError."""
   config = read_config(workdir)
-  if 'tokenizer' not in config.data:
+  if task_of(config) != 'translation':
     raise ValueError(f'{workdir} is not a translation workdir: its config.json has no data.tokenizer (another '
                      'task trained it); give a workdir of lra_posenc.translation.train')
   return config
