@@ -189,7 +189,7 @@ def test_a_step_with_a_non_finite_gradient_and_a_finite_loss_leaves_the_state_as
     ('b1', 1.0, r"optimizer.b1=1.0 must be >= 0 and < 1 \(Adam's moment decay\)"),
     ('b2', -0.5, r'optimizer.b2=-0.5 must be >= 0 and < 1'),
     ('warmup_steps', -1, r'optimizer.warmup_steps=-1 must be >= 0'),
-    ('learning_rate', 0.0, r'optimizer.learning_rate must be positive, got 0.0'),
+    ('learning_rate', 0.0, r'optimizer.learning_rate=0.0 must be > 0'),
 ])
 def test_optimizer_values_out_of_range_fail_before_training(tiny_data_dir, key, value, message):
   config = tiny_config(tiny_data_dir)

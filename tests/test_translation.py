@@ -519,7 +519,7 @@ def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
     ('decoding.length_penalty', -0.5, r'decoding.length_penalty=-0.5 must be >= 0'),
     ('data.tokenizer.vocab_size', 4, r'data.tokenizer.vocab_size=4 must be > 4 \(ids 0-3 are padding'),
     ('data.tokenizer.character_coverage', 1.5, r'data.tokenizer.character_coverage=1.5 must be > 0 and <= 1'),
-    ('decoding.beam_size', 0, r'decoding.beam_size must be positive'),
+    ('decoding.beam_size', 0, r'decoding.beam_size=0 must be > 0'),
     ('model.num_heads', 3, r'model.qkv_dim=32 is not divisible by model.num_heads=3'),
     ('data.data_dir', '', r'data.data_dir is empty'),
 ])
