@@ -69,11 +69,9 @@ class Progress:
     self.close()
 
 
-def track(items: Iterable[T], what: str, *, total: int | None = None, unit: str = '',
-          every_seconds: float = 10.0) -> Iterator[T]:
-  """`items`, reporting progress as they are consumed; `total` defaults to len(items) where it has one."""
-  if total is None and hasattr(items, '__len__'):
-    total = len(items)
+def track(items: Iterable[T], what: str, *, unit: str = '', every_seconds: float = 10.0) -> Iterator[T]:
+  """`items`, reporting progress as they are consumed, out of len(items) where they have a length."""
+  total = len(items) if hasattr(items, '__len__') else None
   with Progress(what, total, unit=unit, every_seconds=every_seconds) as progress:
     for item in items:
       yield item

@@ -12,6 +12,9 @@ import jax
 import numpy as np
 
 Batch = dict[str, np.ndarray]
+# Evaluation batches sorted by length are cut to their longest example rounded up to a multiple of
+# this, so a split compiles a few shapes rather than one per batch.
+EVAL_LENGTH_MULTIPLE = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,11 +119,11 @@ class ArrayDataset:
       index += 1
 
   def eval_batches(self, batch_size: int, *, shard: HostShard | None = None, lengths_key: str | None = None,
-                   sequence_keys: Sequence[str] = (), length_multiple: int = 8) -> CountedBatches:
+                   sequence_keys: Sequence[str] = ()) -> CountedBatches:
     """Every example once, in order; the last batch is padded with zero-weight rows.
 
     With `lengths_key`, examples go shortest first, and each batch's `sequence_keys` arrays
-    are cut to its longest example rounded up to `length_multiple` (a few shapes compile), so
+    are cut to its longest example rounded up to EVAL_LENGTH_MULTIPLE (a few shapes compile), so
     short sentences are not padded to the split's longest; sums over the batches are the
     same up to float rounding. The width is the global batch's, so every host has one shape.
     """
@@ -133,7 +136,8 @@ class ArrayDataset:
         positions = np.arange(begin, begin + batch_size)
         real = positions < self.size
         rows = order[np.where(real, positions, 0)]
-        width = None if lengths is None else -(-int(lengths[rows[real]].max()) // length_multiple) * length_multiple
+        width = None if lengths is None else (
+            -(-int(lengths[rows[real]].max()) // EVAL_LENGTH_MULTIPLE) * EVAL_LENGTH_MULTIPLE)
         rows, real = rows[host_slice], real[host_slice]
         batch = {k: a[rows][:, :width] * _broadcast(real, a) if k in sequence_keys else a[rows] * _broadcast(real, a)
                  for k, a in self.arrays.items()}
