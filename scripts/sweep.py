@@ -18,9 +18,9 @@ leave mostly idle (each then preallocates 0.9/N of a GPU's memory unless
 XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Finished runs (results.json)
 are skipped and interrupted ones resume from their checkpoints, so re-running the command
 completes a sweep; adding seeds or variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
-  runs.csv       one row per run: test scores, best validation score, steps to the target, training
-                 and wall time
-                 (and the averaged checkpoint's test and validation scores, where evaluation.average_last > 0);
+  runs.csv       one row per run: test scores, best validation score and its step, steps to the target,
+                 training and wall time (and the averaged checkpoint's test and validation scores, where
+                 evaluation.average_last > 0);
   summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
   summary.md     the same as a Markdown table;
   convergence.png  validation metric against step, mean over seeds with a min-max band.
@@ -140,7 +140,7 @@ def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
 def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
   """Mean ± std per column; a column some seeds lack (a target never reached, a metric newer than the run)
   says how many have it."""
-  columns = [c for c in summaries[0]['columns'] if c != 'best step']
+  columns = list(summaries[0]['columns'])
   lines = ['| variant | seeds | ' + ' | '.join(columns) + ' |', '| --- ' * (len(columns) + 2) + '|']
   for summary in summaries:
     cells = [summary['variant'], str(len(summary['seeds']))]
@@ -195,7 +195,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   summaries = summarize(rows, variants)
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
-  table = markdown_table(summaries, digits={'steps': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
+  table = markdown_table(summaries, digits={'steps': 0, 'best step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,
