@@ -49,15 +49,23 @@ class Workload:
   Attributes:
     task: the model's parameters and metrics as the trainer uses them (no data).
     batch: (examples, rng) -> a batch of random tokens, every position filled.
-    forward_flops: matrix-product FLOPs of one example's forward pass.
+    forward_flops: matrix-product FLOPs of the forward pass, per example and per call.
     tokens_per_example: tokens one example carries (source and target for translation).
     translator: beam search for decoding benchmarks (translation only).
   """
   task: trainer.Task
   batch: Callable[[int, np.random.Generator], Batch]
-  forward_flops: int
+  forward_flops: flops.ForwardFlops
   tokens_per_example: int
   translator: BatchDecoder | None = None
+
+
+def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """`config` with attention on XLA's path, to count the model's products: a trace of cuDNN's fused
+  attention hides the two over query-key pairs, which it computes all the same."""
+  config = config.copy_and_resolve_references()
+  config.model.attention_implementation = 'xla'
+  return config
 
 
 def synthetic_task(init_params: Callable, metrics: Callable, attention_paths: dict[str, Any]) -> trainer.Task:
@@ -164,7 +172,7 @@ class TrainStepTimer:
     batch_size = self.config.training.batch_size
     rates = [steps_per_window / s for s in window_seconds]
     steps_per_second = statistics.median(rates)
-    model_flops = flops.TRAIN_STEP_FACTOR * self.workload.forward_flops * batch_size * steps_per_second
+    model_flops = self.workload.forward_flops.train_step(batch_size, jax.device_count()) * steps_per_second
     device_kind = jax.local_devices()[0].device_kind
     peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.config.model.dtype)
     cost = self._step.cost_analysis() or {}

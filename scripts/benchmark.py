@@ -123,7 +123,7 @@ def print_table(results: dict, reference: str) -> None:
 def scaling(device_counts: list[int]) -> dict:
   """This script's throughput run once per forced CPU device count, in processes of their own."""
   runs = {}
-  forwarded = [a for a in sys.argv[1:] if not a.startswith(('--device_counts', '--out', '--encodings'))]
+  forwarded = [a for a in sys.argv[1:] if not a.startswith(('--device_counts', '--out', '--encodings', '--reference'))]
   for count in device_counts:
     with tempfile.TemporaryDirectory() as scratch:
       out = os.path.join(scratch, 'run.json')

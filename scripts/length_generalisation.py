@@ -158,7 +158,7 @@ def cached(workdir: str, key: str, score: Callable[[], dict]) -> dict:
       cache = json.load(f)
   if key not in cache:
     cache[key] = score()
-    write_json(path, cache)
+    write_json(path, cache, sort_keys=False)  # Buckets in the order scored: the table's column order.
   return cache[key]
 
 

@@ -36,7 +36,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.translation import multi30k  # noqa: E402
 from lra_posenc import benchmarking  # noqa: E402
-from lra_posenc.models import flops  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
 
@@ -126,7 +125,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             'peer': PeerStepTimer(args.peer_models, args)}
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
-  train_flops = flops.TRAIN_STEP_FACTOR * workload.forward_flops * args.batch
+  train_flops = workload.forward_flops.train_step(args.batch, jax.device_count())
   return {
       'shape': {key: getattr(args, key) for key in ('layers', 'dim', 'heads', 'mlp', 'batch', 'length', 'vocab',
                                                     'dropout', 'encoding')},

@@ -121,16 +121,16 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
 
 
 def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
-  """Per variant: for every numeric column, the values over seeds, their mean and std (ddof=1)."""
+  """Per variant: for every numeric column of any row, the values over seeds (None where a run lacks the
+  column), their mean and std (ddof=1)."""
+  columns = [c for c in dict.fromkeys(column for row in rows for column in row) if c not in ('variant', 'seed')]
   summaries = []
   for variant in variants:
     own = [row for row in rows if row['variant'] == variant.spec]
     if not own:
       continue
     summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own], 'columns': {}}
-    for column in own[0]:
-      if column in ('variant', 'seed'):
-        continue
+    for column in columns:
       values = [row.get(column) for row in own]
       summary['columns'][column] = {'values': values, **mean_and_std(values)}
     summaries.append(summary)
@@ -195,7 +195,8 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   summaries = summarize(rows, variants)
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
-  table = markdown_table(summaries, digits={'steps': 0, 'best step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
+  table = markdown_table(summaries, digits={'steps': 0, 'best step': 0, 'minutes': 1, 'validation': 3,
+                                           'accuracy': 3, 'bleu': 2})
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,

@@ -106,21 +106,28 @@ def test_seq2seq_flops_match_the_traced_matrix_products(share_embeddings):
 
 
 def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
-  """MFU's count: without an encoding, the closed form; the encodings that compute products of their own
-  (Transformer-XL's position projection, CoPE's gates and interpolation, FIRE's and dynamic_bias's MLP over
-  position pairs) count more, and every other encoding exactly as much."""
+  """MFU's count: without an encoding, the closed form, all per example. Products of positions alone run
+  once per call, whatever the batch: FIRE's and dynamic_bias's MLPs over position pairs, Transformer-XL's
+  projection of relative positions. Products with content run per example: CoPE's gates, Transformer-XL's
+  content-position logits. Every other encoding adds none."""
   counts = {name: listops_train.benchmark_workload(small_listops_config(pos_encoding=name)).forward_flops
             for name in encodings.REGISTRY}
   model = listops_train.create_model(small_listops_config())
-  assert counts['none'] == classifier_flops(model.config, 16 + 1, 24, 10)  # 16 tokens and CLS.
-  assert {name for name, count in counts.items() if count != counts['none']} == {
-      'transformer_xl', 'cope', 'fire', 'dynamic_bias'}
-  assert min(counts.values()) == counts['none']
+  none = counts['none']
+  assert none == flops.ForwardFlops(per_example=classifier_flops(model.config, 16 + 1, 24, 10), per_call=0)
+  assert {name for name, count in counts.items() if count.per_call} == {'fire', 'dynamic_bias', 'transformer_xl'}
+  assert {name for name, count in counts.items() if count.per_example != none.per_example} == {
+      'cope', 'transformer_xl'}
+  assert all(count.per_call >= 0 and count.per_example >= none.per_example for count in counts.values())
+  # dynamic_bias at width 32 / 4 = 8, depth 2, 4 heads: per pair of the 17 positions, 1 -> 8 -> 8 -> 4.
+  width, pairs = 8, 17 ** 2
+  assert counts['dynamic_bias'].per_call == 2 * pairs * (1 * width + width * width + width * 4)
+  assert counts['dynamic_bias'].train_step(examples=32, calls=2) == 3 * (32 * none.per_example
+                                                                         + 2 * counts['dynamic_bias'].per_call)
   translation = small_translation_config()
   workload = translation_train.benchmark_workload(translation)
-  assert workload.forward_flops == seq2seq_flops(workload.translator.model.config, 12, 12, 50)
-  translation.model.pos_encoding = 'transformer_xl'
-  assert translation_train.benchmark_workload(translation).forward_flops > workload.forward_flops
+  assert workload.forward_flops == flops.ForwardFlops(
+      per_example=seq2seq_flops(workload.translator.model.config, 12, 12, 50), per_call=0)
 
 
 def test_traced_flops_count_scan_trips_and_refuse_while_loops():
@@ -158,7 +165,7 @@ def test_train_timer_figures_are_consistent():
   # A device whose peak is exactly the model FLOP/s reached is fully used.
   reached = summary['model_tflops_per_second'] / jax.local_device_count()
   assert timers['a'].summary([1.0, 2.0, 4.0], 2, peak_tflops=reached)['mfu'] == pytest.approx(1.0)
-  # XLA's count of the compiled step holds the analytic matrix products and more (elementwise work).
+  # XLA's count of the compiled step holds the model's matrix products and more (elementwise work).
   assert summary['xla_flops'] >= summary['model_tflops_per_second'] * 1e12 / jax.local_device_count()
   assert summary['compiled_bytes_per_device'] > 0 and summary['compile_seconds'] > 0
   # Same seed, same batch: the first step's loss is that of an untrained 10-class model.

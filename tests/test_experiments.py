@@ -104,6 +104,24 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
 
+def test_the_length_cache_keeps_buckets_in_the_order_scored(tmp_path):
+  """The cache's bucket order is the table's column order, so a rewrite (a second key) must not sort it."""
+  buckets = {'test (<= 64)': 0.5, '64-127': 0.4, '128-255': 0.3}
+  length_generalisation.cached(str(tmp_path), 'length', lambda: dict(buckets))
+  assert list(length_generalisation.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
+  assert list(length_generalisation.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
+
+
+def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
+  """Runs with and without checkpoint averaging in one table: the averaged column reads n/a where absent."""
+  rows = [{'variant': 'a', 'seed': 0, 'bleu': 20.0}, {'variant': 'b', 'seed': 0, 'bleu': 21.0, 'averaged bleu': 22.0}]
+  variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
+  summaries = sweep.summarize(rows, variants)
+  assert [list(s['columns']) for s in summaries] == [['bleu', 'averaged bleu']] * 2
+  table = sweep.markdown_table(summaries, digits={'bleu': 2})
+  assert '| a | 1 | 20.00 | n/a |' in table and '| b | 1 | 21.00 | 22.00 |' in table
+
+
 def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path):
   best = {'test_2016_flickr': {'bleu': 21.5, 'tokenized_bleu': 33.25}, 'test_2017_flickr': {'bleu': 18.0}}
   averaged = {'test_2016_flickr': {'bleu': 22.5, 'tokenized_bleu': 34.0}, 'test_2017_flickr': {'bleu': 19.0}}

@@ -30,7 +30,6 @@ def test_gpu_check_tiny_mode_runs_every_step_and_writes_one_summary(tmp_path):
   # Each benchmark's ratios divide by its first encoding's step time: none's here, rope's where rope runs alone.
   assert summary['benchmarks']['listops_cpu_auto']['reference'] == 'none'
   assert summary['benchmarks']['translation_cpu_auto']['reference'] == 'rope'
-  assert summary['benchmarks']['translation_cpu_auto']['figures']['rope']['step_time_ratio'] == 1.0
   assert summary['benchmarks']['translation_cpu_xla']['figures']['none']['attention']['cross-attention'] == (
       'xla (model.attention_implementation=xla)')
   training = summary['training']['figures']
@@ -47,8 +46,9 @@ def test_parts_run_alone_and_an_unknown_part_is_refused_by_name(tmp_path):
                             f'--out={tmp_path}', '--parts=tests,bogus'], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
   assert process.returncode == 2 and '--parts: bogus not among tests, listops, translation, training' in process.stderr
-  step = {'status': 'ok', 'reference': 'none', 'figures': {'none': {'steps_per_second': 2.0, 'step_time_ratio': 1.0, 'mfu': 0.125,
-                                               'compiled_gib': 1.0, 'peak_gib': None, 'attention': {}}}}
+  figures = {'none': {'steps_per_second': 2.0, 'step_time_ratio': 1.0, 'mfu': 0.125, 'compiled_gib': 1.0,
+                      'peak_gib': None, 'attention': {}}}
+  step = {'status': 'ok', 'reference': 'none', 'figures': figures}
   summary = {'tiny': False, 'parts': ['translation'], 'started': 'then', 'jax': '0', 'backend': 'gpu',
              'devices': [{'device_kind': 'H100'}], 'benchmarks': {'translation_base_auto': step}, 'all_ok': True}
   text = gpu_check.markdown(summary)

@@ -91,19 +91,24 @@ def test_augmented_batches_are_a_function_of_seed_step_and_row():
   np.testing.assert_array_equal(np.concatenate([np.stack(h) for h in halves], axis=1), np.stack(straight))
 
 
-@pytest.mark.parametrize('data_dir, key, value, message', [
-    ('', 'max_args', 1, r'data.generator: max_args=1 must be >= 2'),
-    ('', 'label_modulus', 10, r'data.generator.label_modulus=10 writes labels 0..9, more than data.num_classes=2'),
-    ('given', 'max_depth', 0, r'data.generator: max_depth=0 must be >= 1')])
-def test_generator_options_fail_before_any_data_is_made(data_dir, key, value, message):
-  """Wrong generator options stop the run before it generates (or reads) data; with data given, the labels
-  are the files' own, so only the options' own checks apply."""
+@pytest.mark.parametrize('key, value, message', [
+    ('max_args', 1, r'data.generator: max_args=1 must be >= 2'),
+    ('max_depth', 0, r'data.generator: max_depth=0 must be >= 1'),
+    ('label_modulus', 10, r'data.generator.label_modulus=10 writes labels 0..9, more than data.num_classes=2')])
+def test_generator_options_fail_before_any_data_is_made(key, value, message):
   config = lra.get_config('cpu')
-  config.data.data_dir = data_dir and '/nonexistent/never/read'
   config.data.num_classes = 2
   config.data.generator[key] = value
   with pytest.raises(ValueError, match=message):
     train.create_task(config, '/nonexistent/never/written')
+
+
+def test_given_data_keeps_its_own_labels_whatever_the_generator_would_write():
+  """With data.data_dir set, nothing is generated: labels are the files', checked as they are read."""
+  config = lra.get_config('cpu')
+  config.data.update(data_dir='/nonexistent/never/read', num_classes=2)
+  assert config.data.generator.label_modulus == 10
+  assert train.create_model(config).num_classes == 2
 
 
 @pytest.mark.parametrize('key, value', [('shuffle_arguments', 1.5), ('contract_subtrees', -0.1)])

@@ -143,7 +143,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, train=False)['params']
-  forward = lambda params, tokens: model.apply({'params': params}, tokens, train=False)
+  counted = create_model(benchmarking.with_xla_attention(config))
+  forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(init, functools.partial(classification_metrics, model),
                                        attention_paths(model.config, model.attention_calls(length))),

@@ -484,9 +484,10 @@ def _read_json(path: str) -> dict:
     return json.load(f)
 
 
-def write_json(path: str, payload: dict) -> None:
-  """`payload` as `path`, whole or not at all (a reader never sees a half-written file)."""
+def write_json(path: str, payload: dict, *, sort_keys: bool = True) -> None:
+  """`payload` as `path`, whole or not at all (a reader never sees a half-written file); keys sorted, for
+  stable diffs, unless their order carries meaning."""
   temporary = path + '.tmp'
   with open(temporary, 'w') as f:
-    json.dump(payload, f, indent=2, sort_keys=True)
+    json.dump(payload, f, indent=2, sort_keys=sort_keys)
   os.replace(temporary, path)

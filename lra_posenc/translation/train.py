@@ -221,7 +221,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, example, train=False)['params']
-  forward = lambda params, sources, targets: model.apply({'params': params}, sources, targets, train=False)
+  counted = create_translator(benchmarking.with_xla_attention(config), None, (vocab_size, vocab_size)).model
+  forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(init, functools.partial(translation_metrics, model, config.loss.label_smoothing),
                                        attention_paths(model.config, model.attention_calls(length, length))),
