@@ -23,7 +23,7 @@ from configs.listops import lra
 from configs.translation import multi30k
 from lra_posenc import encodings
 from lra_posenc.data.files import DataError
-from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right, tied_logits
+from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
@@ -223,23 +223,6 @@ def test_cached_decoding_equals_full_forward(pos_encoding, norm_position, activa
   np.testing.assert_allclose(jnp.stack(stepwise, axis=1), full, atol=2e-5)
 
 
-@pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
-def test_tied_logits_and_their_gradients_are_the_plain_products(dtype):
-  keys = jax.random.split(jax.random.PRNGKey(0), 3)
-  y = jax.random.normal(keys[0], (3, 7, 16)).astype(dtype)
-  table = jax.random.normal(keys[1], (50, 16)).astype(dtype)
-  weights = jax.random.normal(keys[2], (3, 7, 50))  # A loss that weighs every logit differently.
-  loss = lambda product: lambda y, table: (product(y, table).astype(jnp.float32) * weights).sum()
-  ours = jax.grad(loss(tied_logits), argnums=(0, 1))(y, table)
-  plain = jax.grad(loss(lambda y, table: jnp.dot(y, table.T)), argnums=(0, 1))(y, table)
-  tolerance = 1e-5 if dtype == jnp.float32 else 2e-2
-  np.testing.assert_array_equal(tied_logits(y, table), jnp.dot(y, table.T))
-  for got, want in zip(ours, plain):
-    assert got.dtype == want.dtype == dtype
-    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=tolerance,
-                               atol=tolerance * float(jnp.abs(want.astype(jnp.float32)).max()))
-
-
 def test_embedding_scalings_are_one_function_of_tables_a_factor_sqrt_d_apart():
   model = small_model('sinusoidal', norm_position='post')
   sources, targets = toy_batch()
@@ -412,61 +395,15 @@ def token_batch(rows: int, target_length: int, seed: int):
   return {'inputs': sources, 'targets': targets, 'weight': np.ones(rows, np.float32)}
 
 
-@pytest.mark.parametrize('label_smoothing, scale, shift', [(0.1, 1.0, 0.0), (0.1, 60.0, 0.0), (0.0, 5.0, 0.0),
-                                                            (0.1, 5.0, 1e4)])
-def test_token_losses_against_a_float64_oracle(label_smoothing, scale, shift):
-  """The smoothed loss is the KL divergence from the smoothed target distribution to the prediction;
-  the NLL and accuracy are those of the target; large or shifted logits stay exact (the oracle works in
-  float64 on the same float32 logits: at a shift of 1e4 optax's float32 log-sum-exp is off by 5e-4)."""
-  logits = scale * jax.random.normal(jax.random.PRNGKey(0), (3, 5, 500)) + shift
-  targets = jax.random.randint(jax.random.PRNGKey(1), (3, 5), 0, 500)
-  targets = targets.at[0].set(jnp.argmax(logits[0], -1))  # A row of correct predictions.
-  smoothed, nll, correct = train.token_losses(logits, targets, label_smoothing)
-  z = np.asarray(logits, np.float64)
-  log_p = z - z.max(-1, keepdims=True)
-  log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
-  one_hot = np.eye(500)[np.asarray(targets)]
-  soft = one_hot * (1 - label_smoothing) + (1 - one_hot) * label_smoothing / 499
-  kl = np.sum(np.where(soft > 0, soft * (np.log(np.where(soft > 0, soft, 1.0)) - log_p), 0.0), -1)
-  np.testing.assert_allclose(smoothed, kl, rtol=1e-5, atol=2e-5)
-  np.testing.assert_allclose(nll, -np.take_along_axis(log_p, np.asarray(targets)[..., None], -1)[..., 0],
-                             rtol=1e-5, atol=2e-5)
-  np.testing.assert_array_equal(correct, z.argmax(-1) == np.asarray(targets))
-  _, _, tied_or_first = train.token_losses(logits, targets, label_smoothing, exact_accuracy=False)
-  np.testing.assert_array_equal(tied_or_first, correct)  # Random float32 logits have no ties.
-
-
-@pytest.mark.parametrize('label_smoothing', [0.0, 0.1])
-def test_token_loss_gradient_is_the_prediction_minus_the_smoothed_target(label_smoothing):
-  """d KL(q || softmax(z)) / dz = softmax(z) - q, in float64 from the same float32 logits."""
-  vocab_size = 37
-  logits = 4.0 * jax.random.normal(jax.random.PRNGKey(2), (2, 3, vocab_size))
-  targets = jax.random.randint(jax.random.PRNGKey(3), (2, 3), 0, vocab_size)
-  gradient = jax.grad(lambda z: train.token_losses(z, targets, label_smoothing)[0].sum())(logits)
-  z = np.asarray(logits, np.float64)
-  prediction = np.exp(z - z.max(-1, keepdims=True))
-  prediction /= prediction.sum(-1, keepdims=True)
-  one_hot = np.eye(vocab_size)[np.asarray(targets)]
-  soft = one_hot * (1 - label_smoothing) + (1 - one_hot) * label_smoothing / (vocab_size - 1)
-  np.testing.assert_allclose(gradient, prediction - soft, atol=1e-6)
-  nll_gradient = jax.grad(lambda z: train.token_losses(z, targets, label_smoothing)[1].sum())(logits)
-  np.testing.assert_allclose(nll_gradient, prediction - one_hot, atol=1e-6)
-
-
-def test_token_accuracy_counts_the_first_of_tied_logits_as_greedy_decoding_does():
-  logits = jnp.zeros((1, 2, 8)).at[0, :, 3].set(1.0).at[0, :, 5].set(1.0)  # Tokens 3 and 5 tie.
-  _, _, correct = train.token_losses(logits, jnp.array([[3, 5]]), 0.1)
-  assert correct.tolist() == [[True, False]]
-  _, _, correct = train.token_losses(logits, jnp.array([[3, 5]]), 0.1, exact_accuracy=False)  # Training steps.
-  assert correct.tolist() == [[True, True]]
-
-
 @pytest.mark.slow
-def test_training_gradient_is_that_of_the_mean_loss_per_target_token():
-  model, label_smoothing = small_model('sinusoidal', max_len=40), 0.1
+@pytest.mark.parametrize('share_embeddings', [True, False])  # Tied logits; an output table with a bias.
+def test_training_gradient_is_that_of_the_mean_loss_per_target_token(share_embeddings):
+  model, label_smoothing = small_model('sinusoidal', max_len=40, share_embeddings=share_embeddings), 0.1
   batches = {'short': token_batch(4, 3, seed=0), 'long': token_batch(4, 40, seed=1)}
   params = random_params(model, batches['long']['inputs'], batches['long']['targets'])
-  task = trainer.Task(metrics=functools.partial(train.translation_metrics, model, label_smoothing),
+  # Chunks of 7 tokens: the 12 and 160 target tokens leave a padded last chunk.
+  loss_config = ml_collections.ConfigDict({'label_smoothing': label_smoothing, 'chunk_tokens': 7})
+  task = trainer.Task(metrics=functools.partial(train.translation_metrics, model, loss_config),
                       init_params=None, train_batches=None, eval_batches=None, selection_metric='accuracy',
                       artifacts={}, baselines={})
   # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
@@ -516,6 +453,7 @@ def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
     ('data.length_buckets', (8, 12), r'data.length_buckets=\(8, 12\) must be increasing .* data.max_length=16'),
     ('data.tokenizer.joint', False, r'model.share_embeddings=True needs data.tokenizer.joint=True'),
     ('loss.label_smoothing', 1.0, r'loss.label_smoothing=1.0 must be >= 0 and < 1'),
+    ('loss.chunk_tokens', 0, r'loss.chunk_tokens=0 must be > 0'),
     ('decoding.length_penalty', -0.5, r'decoding.length_penalty=-0.5 must be >= 0'),
     ('data.tokenizer.vocab_size', 4, r'data.tokenizer.vocab_size=4 must be > 4 \(ids 0-3 are padding'),
     ('data.tokenizer.character_coverage', 1.5, r'data.tokenizer.character_coverage=1.5 must be > 0 and <= 1'),
@@ -542,7 +480,8 @@ def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_k
   del old['decoding']['max_output_length'], old['decoding']['batch_size']
   del old['model']['attention_implementation'], old['model']['remat'], old['evaluation']['selection_metric']
   for section, keys in (('model', ('norm_position', 'activation', 'activation_dropout_rate', 'embedding_scaling')),
-                        ('training', ('max_tokens', 'patience')), ('evaluation', ('average_last',))):
+                        ('training', ('max_tokens', 'patience')), ('evaluation', ('average_last',)),
+                        ('loss', ('chunk_tokens',))):
     for key in keys:
       del old[section][key]
   del old['data']['tokenizer']['lowercase']

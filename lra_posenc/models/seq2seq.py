@@ -15,30 +15,10 @@ Array = jax.Array
 EMBEDDING_SCALINGS = ('none', 'sqrt_dim')
 
 
-@jax.custom_vjp
-def tied_logits(y: Array, embedding: Array) -> Array:
-  """y [..., d] times the embedding table [V, d] transposed: logits [..., V].
-
-  The same product as jnp.dot(y, embedding.T), differentiated so that the table's gradient is
-  (y^T g)^T: XLA:CPU otherwise forms g^T g-sized, transposing the [tokens, V] logit gradient
-  (33M floats at 4096 tokens and V 8000) to multiply it, where this transposes y and the
-  [d, V] product, V / d and tokens / d times smaller.
-  """
-  return jnp.dot(y, embedding.T)
-
-
-def _tied_logits_forward(y: Array, embedding: Array) -> tuple[Array, tuple[Array, Array]]:
-  return tied_logits(y, embedding), (y, embedding)
-
-
-def _tied_logits_backward(residuals: tuple[Array, Array], gradient: Array) -> tuple[Array, Array]:
-  y, embedding = residuals
-  gradient = gradient.astype(y.dtype)
-  flat_y, flat_gradient = y.reshape(-1, y.shape[-1]), gradient.reshape(-1, gradient.shape[-1])
-  return jnp.dot(gradient, embedding), jnp.dot(flat_y.T, flat_gradient).T.astype(embedding.dtype)
-
-
-tied_logits.defvjp(_tied_logits_forward, _tied_logits_backward)
+def output_logits(states: Array, table: Array, bias: Array | None) -> Array:
+  """The output layer: float32 logits [..., V] = states [..., d] . table [V, d]^T (+ bias [V])."""
+  logits = jnp.dot(states, table.T, preferred_element_type=jnp.float32)
+  return logits if bias is None else logits + bias
 
 
 def shift_right(targets: Array, bos_id: int) -> Array:
@@ -74,8 +54,10 @@ class Seq2SeqTransformer(nn.Module):
     self.target_embed = self.source_embed if self.share_embeddings else embed(self.target_vocab_size, 'target_embed')
     self.encoder = Encoder(cfg)
     self.decoder = Decoder(cfg, decode=self.decode)
-    if not self.share_embeddings:
-      self.output_projection = nn.Dense(self.target_vocab_size, dtype=cfg.dtype)
+    if not self.share_embeddings:  # As nn.Dense's kernel (LeCun normal) and bias, the table transposed.
+      self.output_table = self.param('output_table', nn.initializers.lecun_normal(in_axis=-1, out_axis=-2),
+                                     (self.target_vocab_size, cfg.emb_dim))
+      self.output_bias = self.param('output_bias', nn.initializers.zeros_init(), (self.target_vocab_size,))
 
   def attention_calls(self, source_length: int, target_length: int) -> dict[str, tuple[int, int, bool, bool]]:
     """The attention calls of a teacher-forced pass: (query length, key length, takes the encoding's terms,
@@ -88,21 +70,37 @@ class Seq2SeqTransformer(nn.Module):
     return self.encoder(self.source_embed(inputs) * self.lookup_scale, valid=inputs != self.pad_id,
                         deterministic=not train)
 
-  def decode_logits(self, decoder_inputs: Array, encoded: Array, encoder_valid: Array, *, train: bool) -> Array:
-    """Logits [batch, length, target_vocab] for teacher-forced (or, with `decode`, one-step) inputs."""
+  def output_layer(self) -> tuple[Array, Array | None]:
+    """The output layer's table [V, d] in the model's dtype and bias [V] (None when tied to the embedding)."""
+    if self.share_embeddings:
+      return self.target_embed.embedding.astype(self.config.dtype), None
+    return self.output_table.astype(self.config.dtype), self.output_bias
+
+  def decoder_states(self, decoder_inputs: Array, encoded: Array, encoder_valid: Array, *, train: bool) -> Array:
+    """The decoder's last states, as the output layer takes them (`output_logits`)."""
     y = self.decoder(self.target_embed(decoder_inputs) * self.lookup_scale, encoded, encoder_valid=encoder_valid,
                      deterministic=not train)
-    if self.share_embeddings:  # In the model's dtype, like every other matrix product; lookups stay float32.
-      # Entries of unit variance ('none'): y divided by sqrt(d), as a table of variance 1/d would give, on
-      # y rather than on the V times larger logits and their gradient.
-      y = y if self.embedding_scaling == 'sqrt_dim' else y / jnp.sqrt(y.shape[-1]).astype(y.dtype)
-      dtype = self.config.dtype
-      return tied_logits(y.astype(dtype), self.target_embed.embedding.astype(dtype))
-    return self.output_projection(y)
+    if self.share_embeddings and self.embedding_scaling == 'none':
+      # Entries of unit variance: y divided by sqrt(d), as a table of variance 1/d would give, on y rather
+      # than on the V times larger logits and their gradient.
+      y = y / jnp.sqrt(y.shape[-1]).astype(y.dtype)
+    return y.astype(self.config.dtype)  # In the model's dtype, like every other matrix product.
 
-  def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:
+  def decode_logits(self, decoder_inputs: Array, encoded: Array, encoder_valid: Array, *, train: bool) -> Array:
+    """Logits [batch, length, target_vocab] for teacher-forced (or, with `decode`, one-step) inputs."""
+    return output_logits(self.decoder_states(decoder_inputs, encoded, encoder_valid, train=train),
+                         *self.output_layer())
+
+  def output_inputs(self, inputs: Array, targets: Array, *, train: bool) -> tuple[Array, Array, Array | None]:
+    """The teacher-forced pass up to the output layer: the decoder's last states [batch, length, d] and
+    the layer's table and bias, for a loss that forms the logits itself (translation/loss.py)."""
     chex.assert_rank([inputs, targets], 2)  # [batch, length] each: a single sentence needs its batch axis.
     chex.assert_type([inputs, targets], int)
     chex.assert_equal_shape_prefix([inputs, targets], 1)
     encoded = self.encode(inputs, train=train)
-    return self.decode_logits(shift_right(targets, self.bos_id), encoded, inputs != self.pad_id, train=train)
+    states = self.decoder_states(shift_right(targets, self.bos_id), encoded, inputs != self.pad_id, train=train)
+    return states, *self.output_layer()
+
+  def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:
+    """Teacher-forced logits [batch, length, target_vocab]."""
+    return output_logits(*self.output_inputs(inputs, targets, train=train))

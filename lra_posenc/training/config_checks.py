@@ -79,6 +79,7 @@ def upgrade_old_config(config: dict) -> dict:
     config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS if key not in other_task])
   if translation:
     config['training'].setdefault('max_tokens', 0)
+    config['loss'].setdefault('chunk_tokens', 128)  # The chunk changes the speed, not the loss.
     data['tokenizer'].setdefault('lowercase', False)
   if 'max_eval_length' in data:
     length = data.pop('max_eval_length')

@@ -27,7 +27,7 @@ from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transfor
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
-from lra_posenc.translation import input_pipeline
+from lra_posenc.translation import input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator, model_max_len
 from lra_posenc.validation import check_range
@@ -37,7 +37,7 @@ DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split
 TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage', 'lowercase')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
 MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
-LOSS_KEYS = ('label_smoothing',)
+LOSS_KEYS = ('label_smoothing', 'chunk_tokens')
 DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
 TASK_SECTIONS = ('loss', 'decoding')
 # Training keys of this task beside the trainer's: a budget of padded tokens per batch (0: off), as
@@ -82,79 +82,27 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
   check_keys(config.loss, 'loss', LOSS_KEYS)
   check_range('loss.label_smoothing', config.loss.label_smoothing, at_least=0, below=1)
+  check_positive(config.loss, 'loss', 'chunk_tokens')
   check_keys(config.decoding, 'decoding', DECODING_KEYS)
   check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
   check_range('decoding.length_penalty', config.decoding.length_penalty, at_least=0)
   transformer_config(config.model, max_len=model_max_len(config))
 
 
-def translation_metrics(model: Seq2SeqTransformer, label_smoothing: float, params: trainer.Params, batch: Batch,
-                        rng: jax.Array | None) -> dict[str, jax.Array]:
+def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.ConfigDict, params: trainer.Params,
+                        batch: Batch, rng: jax.Array | None) -> dict[str, jax.Array]:
   """Sums over target tokens: label-smoothed loss (minus its floor, so 0 is perfect), NLL, accuracy.
 
   Tokens are weighted by their row's weight (0 for eval padding rows) and by not being padding.
   """
   train = rng is not None
   targets = batch['targets']
-  logits = model.apply({'params': params}, batch['inputs'], targets, train=train,
-                       rngs={'dropout': rng} if train else {})
-  smoothed, nll, correct = token_losses(logits, targets, label_smoothing, exact_accuracy=not train)
+  states, table, bias = model.apply({'params': params}, batch['inputs'], targets, train=train,
+                                    rngs={'dropout': rng} if train else {}, method=Seq2SeqTransformer.output_inputs)
   weight = (targets != PAD_ID) * batch['weight'][:, None]
-  real = weight > 0
-  total = lambda x: jnp.where(real, x * weight, 0.0).sum()
-  return {'loss': total(smoothed), 'nll': total(nll), 'accuracy': total(correct.astype(jnp.float32)),
-          'count': weight.sum()}
-
-
-@jax.custom_vjp
-def target_entries(x: jax.Array, targets: jax.Array) -> jax.Array:
-  """x[..., targets]: each row's entry at its target id.
-
-  Forward a gather; backward a select, dense [..., V] as the softmax's gradient it fuses into. A
-  gather's own gradient is a scatter into a fresh [tokens, V] array, and a one-hot select forward
-  writes a [tokens, V] array to keep one value a row (RESULTS.md, side by side 2026-11-24).
-  """
-  return jnp.take_along_axis(x, targets[..., None], -1)[..., 0]
-
-
-def _target_entries_forward(x: jax.Array, targets: jax.Array) -> tuple[jax.Array, tuple[jax.Array, int]]:
-  return target_entries(x, targets), (targets, x.shape[-1])
-
-
-def _target_entries_backward(residuals: tuple[jax.Array, int], gradient: jax.Array) -> tuple[jax.Array, None]:
-  targets, vocab_size = residuals
-  return jnp.where(jnp.arange(vocab_size) == targets[..., None], gradient[..., None], 0.0), None
-
-
-target_entries.defvjp(_target_entries_forward, _target_entries_backward)
-
-
-def token_losses(logits: jax.Array, targets: jax.Array, label_smoothing: float, *, exact_accuracy: bool = True
-                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """Per token: the label-smoothed cross-entropy minus its floor (0 when the prediction is the smoothed
-  target), the NLL of the target, and whether the target is predicted: with `exact_accuracy` the argmax
-  (the first of tied logits, as greedy decoding picks; evaluation), else any logit tied for the max
-  (training steps: no argmax pass over the logits, about 3% of the translation step in a profile;
-  exact ties do not occur in float32 logits in practice, but can in bfloat16).
-
-  With s the logits minus their max, lse the log-sum-exp of s, V the vocabulary, c = 1 - label_smoothing
-  and o = label_smoothing / (V - 1), the smoothed cross-entropy -c log p_t - o sum_{j != t} log p_j is
-  lse - (c - o) s_t - o sum_j s_j: reductions over the logits, with no log-probability table, whose
-  [tokens, V] passes forward and backward cost more than the rest of the loss. s_t is the target's
-  logit (`target_entries`) minus the max, so that s is read only by the exp and the sum.
-  """
-  logits = logits.astype(jnp.float32)
-  vocab_size = logits.shape[-1]
-  confidence = 1.0 - label_smoothing
-  off_value = label_smoothing / (vocab_size - 1)
-  floor = -(confidence * jnp.log(confidence) + (vocab_size - 1) * off_value * jnp.log(off_value + 1e-20))
-  max_logit = jax.lax.stop_gradient(logits.max(-1))
-  shifted = logits - max_logit[..., None]  # Terms of the size of the spread.
-  log_sum_exp = jnp.log(jnp.exp(shifted).sum(-1))
-  target_shifted = target_entries(logits, targets) - max_logit
-  smoothed = log_sum_exp - (confidence - off_value) * target_shifted - off_value * shifted.sum(-1)
-  correct = jnp.argmax(logits, -1) == targets if exact_accuracy else target_shifted >= 0
-  return smoothed - floor, log_sum_exp - target_shifted, correct
+  sums = loss.token_sums(states, table, bias, targets, weight, label_smoothing=loss_config.label_smoothing,
+                         chunk_tokens=loss_config.chunk_tokens)
+  return {'loss': sums.loss, 'nll': sums.nll, 'accuracy': sums.correct, 'count': weight.sum()}
 
 
 def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lowercase: bool = False
@@ -224,7 +172,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   counted = create_translator(benchmarking.with_xla_attention(config), None, (vocab_size, vocab_size)).model
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(init, functools.partial(translation_metrics, model, config.loss.label_smoothing),
+      task=benchmarking.synthetic_task(init, functools.partial(translation_metrics, model, config.loss),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example, example),
@@ -289,7 +237,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
   example = jnp.zeros((1, data.max_length), jnp.int32)
   return trainer.Task(
       init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
-      metrics=functools.partial(translation_metrics, model, config.loss.label_smoothing),
+      metrics=functools.partial(translation_metrics, model, config.loss),
       train_batches=functools.partial(train_batches, datasets['train'], config),
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size, lengths_key='lengths',
                                                               sequence_keys=('inputs', 'targets')),
