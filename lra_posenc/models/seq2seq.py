@@ -91,7 +91,7 @@ class Seq2SeqTransformer(nn.Module):
     return output_logits(self.decoder_states(decoder_inputs, encoded, encoder_valid, train=train),
                          *self.output_layer())
 
-  def output_inputs(self, inputs: Array, targets: Array, *, train: bool) -> tuple[Array, Array, Array | None]:
+  def output_layer_inputs(self, inputs: Array, targets: Array, *, train: bool) -> tuple[Array, Array, Array | None]:
     """The teacher-forced pass up to the output layer: the decoder's last states [batch, length, d] and
     the layer's table and bias, for a loss that forms the logits itself (translation/loss.py)."""
     chex.assert_rank([inputs, targets], 2)  # [batch, length] each: a single sentence needs its batch axis.
@@ -103,4 +103,4 @@ class Seq2SeqTransformer(nn.Module):
 
   def __call__(self, inputs: Array, targets: Array, *, train: bool) -> Array:
     """Teacher-forced logits [batch, length, target_vocab]."""
-    return output_logits(*self.output_inputs(inputs, targets, train=train))
+    return output_logits(*self.output_layer_inputs(inputs, targets, train=train))

@@ -64,7 +64,8 @@ def task_of(config: Mapping) -> str:
 
 def upgrade_old_config(config: dict) -> dict:
   """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and
-  ListOps' data.augment) added, in today's keys.
+  ListOps' data.augment; translation's training.max_tokens, data.tokenizer.lowercase and
+  loss.chunk_tokens) added, in today's keys.
 
   Workdirs trained before stay readable (translate, diagnostics). The beam-search batch
   was `evaluation.batch_size` then, and the output cap the source cut.

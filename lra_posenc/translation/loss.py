@@ -4,7 +4,8 @@ A batch's logits are [tokens, V]: 131 MB of float32 at 4096 tokens and V 8000, w
 again with their exponentials backward, far outside the cache of a CPU core. Here each chunk of tokens
 forms its logits, their reductions and, when differentiated, the gradients with respect to the output
 layer's inputs and weights at once, while the chunk's logits are in cache: nothing of size [tokens, V]
-is kept, and there are as many matrix products as autodiff's three (RESULTS.md: the chunked loss). The
+is kept, and there are as many matrix products as autodiff's three (RESULTS.md, Performance: the output
+layer and loss a chunk of tokens at a time). The
 loss is a weighted sum of per-token terms, so the cotangent that arrives backward is a scalar scaling
 gradients already formed.
 """
@@ -27,10 +28,12 @@ class TokenSums(NamedTuple):
   correct: Array  # The target is the argmax (the first of tied logits, as greedy decoding picks).
 
 
-def smoothed_loss_floor(vocab_size: int, label_smoothing: float) -> float:
-  """The smallest label-smoothed cross-entropy, the entropy of the smoothed target distribution."""
+def _smoothing(vocab_size: int, label_smoothing: float) -> tuple[float, float, float]:
+  """The smoothed target's probability of the target (c) and of each other token (o), and the smallest
+  label-smoothed cross-entropy, the entropy of that distribution."""
   confidence, off_value = 1.0 - label_smoothing, label_smoothing / (vocab_size - 1)
-  return -(confidence * np.log(confidence) + (vocab_size - 1) * off_value * np.log(off_value + 1e-20))
+  floor = -(confidence * np.log(confidence) + (vocab_size - 1) * off_value * np.log(off_value + 1e-20))
+  return confidence, off_value, floor
 
 
 def token_sums(states: Array, table: Array, bias: Array | None, targets: Array, weights: Array, *,
@@ -41,6 +44,7 @@ def token_sums(states: Array, table: Array, bias: Array | None, targets: Array, 
   `states` [..., d] are the output layer's inputs, `table` [V, d] and `bias` [V] (or None) its weights.
   The gradient flows to `states`, `table` and `bias` through `loss` only.
   """
+  weights = jax.lax.stop_gradient(weights)  # Per-token weights (padding, eval rows) are data, not parameters.
   sums = _chunked_sums(states, table, bias, targets, weights, label_smoothing, chunk_tokens)
   return TokenSums(sums[0], jax.lax.stop_gradient(sums[1]), jax.lax.stop_gradient(sums[2]))
 
@@ -51,9 +55,7 @@ def _chunked_sums(states, table, bias, targets, weights, label_smoothing, chunk_
 
 
 def _chunked_sums_forward(states, table, bias, targets, weights, label_smoothing, chunk_tokens):
-  sums, gradients = _scan_chunks(states, table, bias, targets, weights, label_smoothing, chunk_tokens,
-                                 with_gradients=True)
-  return sums, gradients
+  return _scan_chunks(states, table, bias, targets, weights, label_smoothing, chunk_tokens, with_gradients=True)
 
 
 def _chunked_sums_backward(label_smoothing, chunk_tokens, gradients, cotangent):
@@ -80,8 +82,7 @@ def _scan_chunks(states, table, bias, targets, weights, label_smoothing, chunk_t
   pad = lambda x: jnp.pad(x.reshape(tokens, *x.shape[targets.ndim:]),
                           [(0, chunks * chunk - tokens)] + [(0, 0)] * (x.ndim - targets.ndim))
   xs = [pad(x).reshape(chunks, chunk, *x.shape[targets.ndim:]) for x in (states, targets, weights)]
-  confidence, off_value = 1.0 - label_smoothing, label_smoothing / (vocab_size - 1)
-  floor = smoothed_loss_floor(vocab_size, label_smoothing)
+  confidence, off_value, floor = _smoothing(vocab_size, label_smoothing)
 
   def chunk_terms(carry, chunk_inputs):
     y, target, weight = chunk_inputs

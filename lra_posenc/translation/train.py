@@ -98,7 +98,7 @@ def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.C
   train = rng is not None
   targets = batch['targets']
   states, table, bias = model.apply({'params': params}, batch['inputs'], targets, train=train,
-                                    rngs={'dropout': rng} if train else {}, method=Seq2SeqTransformer.output_inputs)
+                                    rngs={'dropout': rng} if train else {}, method=Seq2SeqTransformer.output_layer_inputs)
   weight = (targets != PAD_ID) * batch['weight'][:, None]
   sums = loss.token_sums(states, table, bias, targets, weight, label_smoothing=loss_config.label_smoothing,
                          chunk_tokens=loss_config.chunk_tokens)
