@@ -10,7 +10,8 @@ the raw references to results.json. Re-running the command on the same workdir r
 """
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -105,40 +106,73 @@ def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.C
   return {'loss': sums.loss, 'nll': sums.nll, 'accuracy': sums.correct, 'count': weight.sum()}
 
 
-def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lowercase: bool = False
-                     ) -> dict[str, float | str]:
-  """sacreBLEU on detokenized text (its default 13a tokenisation): the headline, with its signature.
+class BleuProtocol(NamedTuple):
+  """One BLEU this task reports: sacreBLEU's `metric` on text as `prepare` leaves it."""
+  metric: sacrebleu.metrics.BLEU
+  prepare: Callable[[Sequence[str]], list[str]]
+  tokenizer_name: str  # Prefixed to sacreBLEU's signature when `prepare` tokenizes.
+
+  def signature(self, metric_signature: object = None) -> str:
+    """sacreBLEU's signature of `metric` (or the one given, e.g. a paired test's), naming the tokenizer."""
+    signature = str(metric_signature or self.metric.get_signature())
+    return f'{self.tokenizer_name}|{signature}' if self.tokenizer_name else signature
+
+
+def sacrebleu_protocol(lowercase: bool = False) -> BleuProtocol:
+  """sacreBLEU on detokenized text (its default 13a tokenisation): the headline.
 
   Cased unless `lowercase` (a model trained on lowercased text, `data.tokenizer.lowercase`: its signature
   then says case:lc).
   """
-  bleu = sacrebleu.metrics.BLEU(lowercase=lowercase)
-  score = bleu.corpus_score(list(hypotheses), [list(references)])
-  return {'bleu': score.score, 'bleu_signature': str(bleu.get_signature())}
+  return BleuProtocol(sacrebleu.metrics.BLEU(lowercase=lowercase), list, '')
 
 
-def tokenized_bleu_scores(hypotheses: Sequence[str], references: Sequence[str], lang: str
-                          ) -> dict[str, float | str]:
+def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
   """BLEU as the Multi30k literature reports it: Moses-tokenized, lowercased, on tokens, unsmoothed.
 
   multi-bleu.perl -lc on tokenizer.perl output computes this; here sacremoses tokenizes
   (language `lang`, default rules) and sacreBLEU scores the tokens as they are.
   """
   tokenizer = sacremoses.MosesTokenizer(lang=lang)
-  tokenize = lambda lines: [tokenizer.tokenize(line, escape=False, return_str=True) for line in lines]
-  bleu = sacrebleu.metrics.BLEU(tokenize='none', lowercase=True, smooth_method='none')
-  score = bleu.corpus_score(tokenize(hypotheses), [tokenize(references)])
-  return {'tokenized_bleu': score.score,
-          'tokenized_bleu_signature': f'moses:{lang}|{bleu.get_signature()}'}
+  # force: the text is tokenized on purpose, so sacreBLEU's warning about tokenized input does not apply.
+  return BleuProtocol(sacrebleu.metrics.BLEU(tokenize='none', lowercase=True, smooth_method='none', force=True),
+                      lambda lines: [tokenizer.tokenize(line, escape=False, return_str=True) for line in lines],
+                      f'moses:{lang}')
+
+
+def bleu_protocols(data: ml_collections.ConfigDict) -> dict[str, BleuProtocol]:
+  """Both BLEUs every score of this task reports, by their results.json name: sacreBLEU (lowercased
+  when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
+  return {'bleu': sacrebleu_protocol(data.tokenizer.lowercase),
+          'tokenized_bleu': tokenized_bleu_protocol(data.target_lang)}
+
+
+def protocol_scores(name: str, protocol: BleuProtocol, hypotheses: Sequence[str], references: Sequence[str]
+                    ) -> dict[str, float | str]:
+  """`{name: score, name_signature: ...}` of one BLEU of a corpus."""
+  score = protocol.metric.corpus_score(protocol.prepare(hypotheses), [protocol.prepare(references)])
+  return {name: score.score, f'{name}_signature': protocol.signature()}
+
+
+def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lowercase: bool = False
+                     ) -> dict[str, float | str]:
+  """sacreBLEU (`sacrebleu_protocol`): `bleu` and `bleu_signature`."""
+  return protocol_scores('bleu', sacrebleu_protocol(lowercase), hypotheses, references)
+
+
+def tokenized_bleu_scores(hypotheses: Sequence[str], references: Sequence[str], lang: str
+                          ) -> dict[str, float | str]:
+  """The literature's BLEU (`tokenized_bleu_protocol`): `tokenized_bleu` and its signature."""
+  return protocol_scores('tokenized_bleu', tokenized_bleu_protocol(lang), hypotheses, references)
 
 
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_collections.ConfigDict
                 ) -> dict[str, float | str]:
-  """Both BLEUs of a split's translations, as every score of this task reports them: sacreBLEU
-  (lowercased when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU.
-  """
-  return (sacrebleu_scores(hypotheses, references, lowercase=data.tokenizer.lowercase)
-          | tokenized_bleu_scores(hypotheses, references, data.target_lang))
+  """Both BLEUs of a split's translations (`bleu_protocols`), with their signatures."""
+  scores = {}
+  for name, protocol in bleu_protocols(data).items():
+    scores |= protocol_scores(name, protocol, hypotheses, references)
+  return scores
 
 
 def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Paired significance of BLEU differences between translation runs, from the test translations they saved.
+
+    python scripts/bleu_significance.py --data_dir=../shared/data/multi30k \\
+        results/multi30k_tiny/comparison/sinusoidal/seed_0 results/multi30k_tiny/comparison/rope/seed_0:averaged \\
+        --output=results/multi30k_tiny/comparison/significance.json
+
+A system is a run directory (a workdir, or its copy under results/ with config.json and
+translations/) and the checkpoint whose translations to read: `best` (translations/SPLIT.LANG,
+the default) or `averaged` (translations/averaged/SPLIT.LANG). The first system is the baseline.
+For every test split of the runs and both BLEUs the trainer reports (sacreBLEU and the tokenized
+lowercased BLEU), sacreBLEU's paired test compares each system with the baseline on the same
+sentences: paired bootstrap resampling (Koehn 2004; `--test=bootstrap`, 1000 resamples) or
+approximate randomization (`--test=randomization`, 10000 trials), with sacreBLEU's fixed seed.
+Each row gives the system's BLEU, the bootstrap mean and 95% interval (bootstrap only) and the
+p-value of its difference from the baseline. A system whose translations are the baseline's, line
+for line, gets p = 1 (sacreBLEU's test counts only larger differences than the observed one, so on
+a difference of exactly 0 it would report its smallest p-value).
+
+What this measures is the test set's sampling noise for fixed models. It says nothing of the
+spread between training seeds: a difference significant over test sentences can still be within
+seed-to-seed variation, which only more seeds measure.
+"""
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import sacrebleu.significance
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lra_posenc.training.checkpointing import read_config  # noqa: E402
+from lra_posenc.translation import train as translation_train  # noqa: E402
+
+CHECKPOINTS = ('best', 'averaged')
+TESTS = {'bootstrap': 'bs', 'randomization': 'ar'}
+# Settings of `config.data` that must agree across the systems for their scores to be comparable.
+SHARED_DATA_KEYS = ('source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
+
+
+def parse_system(spec: str) -> tuple[str, str]:
+  """`RUN_DIR[:CHECKPOINT]` as (run directory, checkpoint)."""
+  run_dir, _, checkpoint = spec.partition(':')
+  checkpoint = checkpoint or 'best'
+  if checkpoint not in CHECKPOINTS:
+    raise ValueError(f'{spec}: checkpoint {checkpoint!r}; valid: {list(CHECKPOINTS)}')
+  return run_dir, checkpoint
+
+
+def translations_path(run_dir: str, checkpoint: str, split: str, lang: str) -> str:
+  """Where the trainer wrote `checkpoint`'s beam-search translations of `split`."""
+  directory = os.path.join(run_dir, 'translations', *(() if checkpoint == 'best' else (checkpoint,)))
+  return os.path.join(directory, f'{split}.{lang}')
+
+
+def read_translations(path: str, expected_lines: int) -> list[str]:
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f'{path}: no translations (the trainer writes them at the end of training)')
+  with open(path, encoding='utf-8') as f:
+    lines = f.read().splitlines()
+  if len(lines) != expected_lines:
+    raise ValueError(f'{path}: {len(lines)} lines, but the references have {expected_lines}')
+  return lines
+
+
+def check_comparable(data_configs: dict[str, dict]) -> None:
+  """Raises, naming the setting, if the systems' data settings differ where their scores depend on it."""
+  def value(config: dict, key: str):
+    for part in key.split('.'):
+      config = config[part]
+    return config
+
+  first_name, first = next(iter(data_configs.items()))
+  for name, config in data_configs.items():
+    for key in SHARED_DATA_KEYS:
+      if value(config, key) != value(first, key):
+        raise ValueError(f'data.{key} is {value(config, key)!r} in {name} but {value(first, key)!r} in '
+                         f'{first_name}: their scores are not comparable')
+
+
+def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bootstrap', samples: int = 0) -> dict:
+  """Every test split's scores and paired tests against `systems[0]`, with the test's signatures.
+
+  References are read from `data_dir`, by default the baseline's own `config.data.data_dir`.
+  """
+  if len(systems) < 2:
+    raise ValueError(f'a paired test needs a baseline and at least one system; got {list(systems)}')
+  parsed = [parse_system(spec) for spec in systems]
+  data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
+  check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
+  data = data_configs[systems[0]]
+  if data_dir is not None:
+    data.data_dir = data_dir
+  protocols = translation_train.bleu_protocols(data)
+  splits = {}
+  for split in data.test_splits:
+    references = translation_train.read_text(data, split).targets
+    hypotheses = [read_translations(translations_path(run_dir, checkpoint, split, data.target_lang), len(references))
+                  for run_dir, checkpoint in parsed]
+    splits[split] = {}
+    for name, protocol in protocols.items():
+      signatures, results = sacrebleu.significance.PairedTest(
+          [(spec, protocol.prepare(lines)) for spec, lines in zip(systems, hypotheses)], {name: protocol.metric},
+          [protocol.prepare(references)], test_type=TESTS[test], n_samples=samples)()
+      (metric_name,) = signatures  # sacreBLEU's name for the one metric tested.
+      splits[split][name] = {
+          'signature': protocol.signature(signatures[metric_name]),
+          'systems': [{'system': spec, 'score': result.score, 'mean': result.mean, 'ci95': result.ci,
+                       'p_value': 1.0 if index and lines == hypotheses[0] else result.p_value}
+                      for index, (spec, result, lines) in enumerate(zip(systems, results[metric_name], hypotheses))]}
+  return {'baseline': systems[0], 'test': test, 'splits': splits}
+
+
+def markdown(report: dict) -> str:
+  """One table per test split and BLEU: score, bootstrap mean ± 95% interval, p against the baseline."""
+  def interval(row: dict) -> str:
+    return 'n/a' if row['mean'] is None else f"{row['mean']:.2f} ± {row['ci95']:.2f}"
+
+  lines = [f"Baseline: {report['baseline']}; paired {report['test']} test.", '']
+  for split, by_name in report['splits'].items():
+    for name, table in by_name.items():
+      lines += [f"{split}, {name} (`{table['signature']}`):", '',
+                '| system | score | mean ± 95% | p |', '| --- | --- | --- | --- |']
+      lines += [f"| {row['system']} | {row['score']:.2f} | {interval(row)} | "
+                f"{'n/a' if row['p_value'] is None else format(row['p_value'], '.4f')} |" for row in table['systems']]
+      lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('systems', nargs='+', help='RUN_DIR[:best|averaged], the baseline first.')
+  parser.add_argument('--data_dir', help="Where the references are (default: the baseline config's data.data_dir).")
+  parser.add_argument('--test', choices=sorted(TESTS), default='bootstrap')
+  parser.add_argument('--samples', type=int, default=0,
+                      help="Resamples or trials (0: sacreBLEU's defaults, 1000 and 10000).")
+  parser.add_argument('--output', help='Where to write the report as JSON (default: print only).')
+  args = parser.parse_args(argv)
+  report = compare(args.systems, args.data_dir, args.test, args.samples)
+  if args.output:
+    with open(args.output, 'w') as f:
+      json.dump(report, f, indent=2)
+  print(markdown(report))
+
+
+if __name__ == '__main__':
+  main()
