@@ -13,9 +13,10 @@ lowercased BLEU), sacreBLEU's paired test compares each system with the baseline
 sentences: paired bootstrap resampling (Koehn 2004; `--test=bootstrap`, 1000 resamples) or
 approximate randomization (`--test=randomization`, 10000 trials), with sacreBLEU's fixed seed.
 Each row gives the system's BLEU, the bootstrap mean and 95% interval (bootstrap only) and the
-p-value of its difference from the baseline. A system whose translations are the baseline's, line
-for line, gets p = 1 (sacreBLEU's test counts only larger differences than the observed one, so on
-a difference of exactly 0 it would report its smallest p-value).
+p-value of its difference from the baseline. A system that scores exactly the baseline's BLEU gets
+p = 1: sacreBLEU counts resampled differences larger than the observed one, so for two systems whose
+sentences score alike (the same translations, or ones differing only in what the BLEU ignores, such
+as case in a lowercased BLEU) it would report its smallest p-value for a difference of 0.
 
 What this measures is the test set's sampling noise for fixed models. It says nothing of the
 spread between training seeds: a difference significant over test sentences can still be within
@@ -37,7 +38,7 @@ from lra_posenc.translation import train as translation_train  # noqa: E402
 CHECKPOINTS = ('best', 'averaged')
 TESTS = {'bootstrap': 'bs', 'randomization': 'ar'}
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.
-SHARED_DATA_KEYS = ('source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
+SHARED_DATA_KEYS = ('tfds_name', 'source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
 
 
 def parse_system(spec: str) -> tuple[str, str]:
@@ -47,22 +48,6 @@ def parse_system(spec: str) -> tuple[str, str]:
   if checkpoint not in CHECKPOINTS:
     raise ValueError(f'{spec}: checkpoint {checkpoint!r}; valid: {list(CHECKPOINTS)}')
   return run_dir, checkpoint
-
-
-def translations_path(run_dir: str, checkpoint: str, split: str, lang: str) -> str:
-  """Where the trainer wrote `checkpoint`'s beam-search translations of `split`."""
-  directory = os.path.join(run_dir, 'translations', *(() if checkpoint == 'best' else (checkpoint,)))
-  return os.path.join(directory, f'{split}.{lang}')
-
-
-def read_translations(path: str, expected_lines: int) -> list[str]:
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f'{path}: no translations (the trainer writes them at the end of training)')
-  with open(path, encoding='utf-8') as f:
-    lines = f.read().splitlines()
-  if len(lines) != expected_lines:
-    raise ValueError(f'{path}: {len(lines)} lines, but the references have {expected_lines}')
-  return lines
 
 
 def check_comparable(data_configs: dict[str, dict]) -> None:
@@ -87,6 +72,10 @@ def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bo
   """
   if len(systems) < 2:
     raise ValueError(f'a paired test needs a baseline and at least one system; got {list(systems)}')
+  if test not in TESTS:
+    raise ValueError(f'test {test!r}; valid: {sorted(TESTS)}')
+  if samples < 0:
+    raise ValueError(f'samples {samples}: the number of resamples or trials, or 0 for sacreBLEU\'s default')
   parsed = [parse_system(spec) for spec in systems]
   data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
   check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
@@ -97,19 +86,21 @@ def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bo
   splits = {}
   for split in data.test_splits:
     references = translation_train.read_text(data, split).targets
-    hypotheses = [read_translations(translations_path(run_dir, checkpoint, split, data.target_lang), len(references))
-                  for run_dir, checkpoint in parsed]
+    paths = [translation_train.translations_path(run_dir, split, data.target_lang, checkpoint)
+             for run_dir, checkpoint in parsed]
+    hypotheses = [translation_train.read_translations(path, len(references)) for path in paths]
     splits[split] = {}
     for name, protocol in protocols.items():
       signatures, results = sacrebleu.significance.PairedTest(
           [(spec, protocol.prepare(lines)) for spec, lines in zip(systems, hypotheses)], {name: protocol.metric},
           [protocol.prepare(references)], test_type=TESTS[test], n_samples=samples)()
       (metric_name,) = signatures  # sacreBLEU's name for the one metric tested.
+      baseline = results[metric_name][0]
       splits[split][name] = {
           'signature': protocol.signature(signatures[metric_name]),
           'systems': [{'system': spec, 'score': result.score, 'mean': result.mean, 'ci95': result.ci,
-                       'p_value': 1.0 if index and lines == hypotheses[0] else result.p_value}
-                      for index, (spec, result, lines) in enumerate(zip(systems, results[metric_name], hypotheses))]}
+                       'p_value': 1.0 if result is not baseline and result.score == baseline.score else result.p_value}
+                      for spec, result in zip(systems, results[metric_name])]}
   return {'baseline': systems[0], 'test': test, 'splits': splits}
 
 

@@ -128,11 +128,8 @@ def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:
     text = translation_train.read_text(data, split)
-    path = os.path.join(workdir, 'translations', f'{split}.{data.target_lang}')
-    with open(path, encoding='utf-8') as f:
-      written = f.read().split('\n')[:len(text.targets)]
-    if len(written) != len(text.targets):
-      raise ValueError(f'{path}: {len(written)} hypotheses for {len(text.targets)} references')
+    written = translation_train.read_translations(
+        translation_train.translations_path(workdir, split, data.target_lang), len(text.targets))
     sources += text.sources
     hypotheses += written
     references += text.targets

@@ -581,11 +581,13 @@ def test_tokenized_bleu_is_corpus_bleu_on_lowercased_moses_tokens():
   reference_tokens = [['ein', 'hund', 'rennt', 'über', 'die', 'grüne', 'wiese', '.'],
                       ['zwei', 'männer', 'spielen', 'im', 'park', 'fußball', '!'],
                       ['eine', 'frau', ',', 'die', 'ein', 'dickes', 'buch', 'liest', '.']]
-  scores = train.tokenized_bleu_scores(hypotheses, references, 'de')
+  scores = train.protocol_scores('tokenized_bleu', train.tokenized_bleu_protocol('de'), hypotheses, references)
   assert scores['tokenized_bleu'] == pytest.approx(corpus_bleu_oracle(tokens, reference_tokens), rel=1e-9)
   assert scores['tokenized_bleu_signature'].startswith('moses:de|nrefs:1|case:lc|eff:no|tok:none|smooth:none')
   # Case and the space before punctuation count in sacreBLEU's cased headline, not here.
-  assert train.tokenized_bleu_scores(['A dog runs.'], ['a dog runs .'], 'en')['tokenized_bleu'] == pytest.approx(100)
+  english = train.tokenized_bleu_protocol('en')
+  assert train.protocol_scores('tokenized_bleu', english, ['A dog runs.'], ['a dog runs .'])['tokenized_bleu'] == (
+      pytest.approx(100))
   assert train.sacrebleu_scores(['A dog runs.'], ['a dog runs .'])['bleu'] < 100
   # A lowercasing tokenizer's output is scored lowercased, and its signature says so.
   lowercased = train.sacrebleu_scores(['a dog runs.'], ['A dog runs.'], lowercase=True)

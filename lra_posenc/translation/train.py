@@ -112,7 +112,7 @@ class BleuProtocol(NamedTuple):
   prepare: Callable[[Sequence[str]], list[str]]
   tokenizer_name: str  # Prefixed to sacreBLEU's signature when `prepare` tokenizes.
 
-  def signature(self, metric_signature: object = None) -> str:
+  def signature(self, metric_signature: sacrebleu.metrics.base.Signature | None = None) -> str:
     """sacreBLEU's signature of `metric` (or the one given, e.g. a paired test's), naming the tokenizer."""
     signature = str(metric_signature or self.metric.get_signature())
     return f'{self.tokenizer_name}|{signature}' if self.tokenizer_name else signature
@@ -141,7 +141,7 @@ def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
 
 
 def bleu_protocols(data: ml_collections.ConfigDict) -> dict[str, BleuProtocol]:
-  """Both BLEUs every score of this task reports, by their results.json name: sacreBLEU (lowercased
+  """Both BLEUs of every test score of this task, by their results.json names: sacreBLEU (lowercased
   when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
   return {'bleu': sacrebleu_protocol(data.tokenizer.lowercase),
           'tokenized_bleu': tokenized_bleu_protocol(data.target_lang)}
@@ -160,12 +160,6 @@ def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lo
   return protocol_scores('bleu', sacrebleu_protocol(lowercase), hypotheses, references)
 
 
-def tokenized_bleu_scores(hypotheses: Sequence[str], references: Sequence[str], lang: str
-                          ) -> dict[str, float | str]:
-  """The literature's BLEU (`tokenized_bleu_protocol`): `tokenized_bleu` and its signature."""
-  return protocol_scores('tokenized_bleu', tokenized_bleu_protocol(lang), hypotheses, references)
-
-
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_collections.ConfigDict
                 ) -> dict[str, float | str]:
   """Both BLEUs of a split's translations (`bleu_protocols`), with their signatures."""
@@ -173,6 +167,26 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_c
   for name, protocol in bleu_protocols(data).items():
     scores |= protocol_scores(name, protocol, hypotheses, references)
   return scores
+
+
+def translations_path(workdir: str, split: str, lang: str, checkpoint: str = 'best') -> str:
+  """Where training writes `checkpoint`'s beam-search translations of `split`: WORKDIR/translations/
+  for the best checkpoint, WORKDIR/translations/CHECKPOINT/ for another (`averaged`)."""
+  directory = os.path.join(workdir, 'translations')
+  return os.path.join(directory if checkpoint == 'best' else os.path.join(directory, checkpoint), f'{split}.{lang}')
+
+
+def read_translations(path: str, count: int) -> list[str]:
+  """The `count` translations training wrote to `path`, one per line; any other count is an error."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f'{path}: no translations (training writes them when it ends)')
+  with open(path, encoding='utf-8', newline='\n') as f:
+    lines = f.read().split('\n')
+  if lines[-1] == '':
+    lines.pop()  # The newline that ends the last line.
+  if len(lines) != count:
+    raise ValueError(f'{path}: {len(lines)} translations for {count} references')
+  return lines
 
 
 def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:
@@ -241,7 +255,6 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
                      data.length_buckets, config.training.max_tokens, config.training.batch_size, jax.device_count()))))
   translator = create_translator(config, tokenizers)
   model = translator.model
-  output_dir = os.path.join(workdir, 'translations')
 
   greedy = translator.with_beam_size(1)
 
@@ -255,9 +268,9 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     translations = hypotheses(translator, replicated_params, split,
                               f'{which}: beam search on {split} (beam {translator.beam_size})')
     if distributed.is_primary():
-      directory = output_dir if which == 'best' else os.path.join(output_dir, which)
-      os.makedirs(directory, exist_ok=True)
-      with open(os.path.join(directory, f'{split}.{data.target_lang}'), 'w', encoding='utf-8') as f:
+      path = translations_path(workdir, split, data.target_lang, which)
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with open(path, 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in translations)
     scores = bleu_scores(translations, texts[split].targets, data)
     logging.info('%s, %s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', which, split, scores['bleu'],
