@@ -2,8 +2,8 @@
 """Paired significance of BLEU differences between translation runs, from the test translations they saved.
 
     python scripts/bleu_significance.py --data_dir=../shared/data/multi30k \\
-        results/multi30k_tiny/comparison/sinusoidal/seed_0 results/multi30k_tiny/comparison/rope/seed_0:averaged \\
-        --output=results/multi30k_tiny/comparison/significance.json
+        results/multi30k_tiny/comparison/t5/seed_0 results/multi30k_tiny/comparison/t5/seed_0:averaged \\
+        --output=results/multi30k_tiny/comparison/significance_t5_best_vs_averaged.json
 
 A system is a run directory (a workdir, or its copy under results/ with config.json and
 translations/) and the checkpoint whose translations to read: `best` (translations/SPLIT.LANG,
