@@ -2,12 +2,11 @@
 """Paired significance of BLEU differences between translation runs, from the test translations they saved.
 
     python scripts/bleu_significance.py --data_dir=../shared/data/multi30k \\
-        results/multi30k_tiny/comparison/t5/seed_0 results/multi30k_tiny/comparison/t5/seed_0:averaged \\
-        --output=results/multi30k_tiny/comparison/significance_t5_best_vs_averaged.json
+        runs/m30tiny_sinusoidal_s0 runs/m30tiny_rope_s0 runs/m30tiny_rope_s0:averaged
 
-A system is a run directory (a workdir, or its copy under results/ with config.json and
-translations/) and the checkpoint whose translations to read: `best` (translations/SPLIT.LANG,
-the default) or `averaged` (translations/averaged/SPLIT.LANG). The first system is the baseline.
+A system is a run directory (a workdir, or a copy of its config.json and translations/) and the
+checkpoint whose translations to read: `best` (translations/SPLIT.LANG, the default) or `averaged`
+(translations/averaged/SPLIT.LANG). The first system is the baseline.
 For every test split of the runs and both BLEUs the trainer reports (sacreBLEU and the tokenized
 lowercased BLEU), sacreBLEU's paired test compares each system with the baseline on the same
 sentences: paired bootstrap resampling (Koehn 2004; `--test=bootstrap`, 1000 resamples) or
