@@ -1,41 +1,47 @@
 #!/usr/bin/env python3
-"""Paired significance of BLEU differences between translation runs, from the test translations they saved.
+"""Paired significance of BLEU differences between translation runs, from their sentence statistics.
 
-    python scripts/bleu_significance.py --data_dir=../shared/data/multi30k \\
-        runs/m30tiny_sinusoidal_s0 runs/m30tiny_rope_s0 runs/m30tiny_rope_s0:averaged
+    python scripts/bleu_significance.py results/multi30k_tiny/comparison/sinusoidal/seed_1 \\
+        results/multi30k_tiny/comparison/rope/seed_1 results/multi30k_tiny/comparison/rope/seed_1:averaged
 
-A system is a run directory (a workdir, or a copy of its config.json and translations/) and the
-checkpoint whose translations to read: `best` (translations/SPLIT.LANG, the default) or `averaged`
-(translations/averaged/SPLIT.LANG). The first system is the baseline.
+A system is a run directory and the checkpoint to compare: `best` (the default) or `averaged`; the
+first system is the baseline. A run directory is a workdir or a copy of its config.json and
+bleu_statistics.json, the per-sentence counts BLEU is computed from (numbers, no text), which
+training writes beside results.json: runs compared this way need neither the test data nor their
+translations. A workdir that has translations (translations/SPLIT.LANG, translations/averaged/) but
+no statistics, as training left it before it wrote them, is scored from its translations against
+the references in --data_dir (by default the baseline config's data.data_dir);
+--save_statistics then adds them to its bleu_statistics.json.
+
 For every test split of the runs and both BLEUs the trainer reports (sacreBLEU and the tokenized
-lowercased BLEU), sacreBLEU's paired test compares each system with the baseline on the same
-sentences: paired bootstrap resampling (Koehn 2004; `--test=bootstrap`, 1000 resamples) or
-approximate randomization (`--test=randomization`, 10000 trials), with sacreBLEU's fixed seed.
-Each row gives the system's BLEU, the bootstrap mean and 95% interval (bootstrap only) and the
-p-value of its difference from the baseline. A system that scores exactly the baseline's BLEU gets
-p = 1: sacreBLEU counts resampled differences larger than the observed one, so for two systems whose
-sentences score alike (the same translations, or ones differing only in what the BLEU ignores, such
-as case in a lowercased BLEU) it would report its smallest p-value for a difference of 0.
+lowercased BLEU), each system is compared with the baseline on the same sentences: paired bootstrap
+resampling (Koehn 2004; `--test=bootstrap`, 1000 resamples) or approximate randomization
+(`--test=randomization`, 10000 trials), drawn as sacreBLEU draws them (seed 12345), so that the
+p-values are those of `sacrebleu --paired-bs` / `--paired-ar` on the translations. Each row gives the
+system's BLEU, the bootstrap mean and 95% interval (bootstrap only) and the p-value of its
+difference from the baseline; a system with exactly the baseline's BLEU gets p = 1.
 
 What this measures is the test set's sampling noise for fixed models. It says nothing of the
 spread between training seeds: a difference significant over test sentences can still be within
 seed-to-seed variation, which only more seeds measure.
 """
 import argparse
+import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import sacrebleu.significance
+import ml_collections
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc.training.checkpointing import read_config  # noqa: E402
+from lra_posenc.translation import bleu  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
 CHECKPOINTS = ('best', 'averaged')
-TESTS = {'bootstrap': 'bs', 'randomization': 'ar'}
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.
 SHARED_DATA_KEYS = ('tfds_name', 'source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
 
@@ -64,42 +70,57 @@ def check_comparable(data_configs: dict[str, dict]) -> None:
                          f'{first_name}: their scores are not comparable')
 
 
-def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bootstrap', samples: int = 0) -> dict:
+def system_statistics(run_dir: str, checkpoint: str, split: str, data: ml_collections.ConfigDict,
+                      references: Callable[[], list[str]], save: bool) -> dict[str, np.ndarray]:
+  """Sentence statistics of both BLEUs of `checkpoint` on `split`: as recorded in the run's
+  bleu_statistics.json, or else computed from its translations (and recorded there if `save`)."""
+  protocols = bleu.protocols(data)
+  recorded = {name: bleu.read_statistics(run_dir, checkpoint, split, name, protocol)
+              for name, protocol in protocols.items()}
+  if all(entry is not None for entry in recorded.values()):
+    return {name: entry.statistics for name, entry in recorded.items()}
+  path = translation_train.translations_path(run_dir, split, data.target_lang, checkpoint)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f'{run_dir}: neither {bleu.STATISTICS_FILE} nor translations ({path}) for the '
+                            f'{checkpoint} checkpoint on {split}')
+  hypotheses = translation_train.read_translations(path, len(references()))
+  if save:
+    bleu.record_statistics(run_dir, checkpoint, split, hypotheses, references(), data)
+  return {name: protocol.sentence_statistics(hypotheses, references()) for name, protocol in protocols.items()}
+
+
+def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bootstrap', samples: int = 0,
+            save_statistics: bool = False) -> dict:
   """Every test split's scores and paired tests against `systems[0]`, with the test's signatures.
 
-  References are read from `data_dir`, by default the baseline's own `config.data.data_dir`.
+  References, needed only for systems without recorded statistics, are read from `data_dir`, by
+  default the baseline's own `config.data.data_dir`.
   """
   if len(systems) < 2:
     raise ValueError(f'a paired test needs a baseline and at least one system; got {list(systems)}')
-  if test not in TESTS:
-    raise ValueError(f'test {test!r}; valid: {sorted(TESTS)}')
-  if samples < 0:
-    raise ValueError(f'samples {samples}: the number of resamples or trials, or 0 for sacreBLEU\'s default')
+  bleu.check_paired_test(test, samples)
   parsed = [parse_system(spec) for spec in systems]
   data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
   check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
   data = data_configs[systems[0]]
   if data_dir is not None:
     data.data_dir = data_dir
-  protocols = translation_train.bleu_protocols(data)
+  protocols = bleu.protocols(data)
   splits = {}
   for split in data.test_splits:
-    references = translation_train.read_text(data, split).targets
-    paths = [translation_train.translations_path(run_dir, split, data.target_lang, checkpoint)
-             for run_dir, checkpoint in parsed]
-    hypotheses = [translation_train.read_translations(path, len(references)) for path in paths]
+    references = functools.cache(lambda split=split: translation_train.read_text(data, split).targets)
+    statistics = [system_statistics(run_dir, checkpoint, split, data, references, save_statistics)
+                  for run_dir, checkpoint in parsed]
+    sentences = len(statistics[0]['bleu'])
+    for spec, system in zip(systems, statistics):
+      if len(system['bleu']) != sentences:
+        raise ValueError(f'{spec}: {len(system["bleu"])} sentences of {split}; {systems[0]} has {sentences}')
     splits[split] = {}
     for name, protocol in protocols.items():
-      signatures, results = sacrebleu.significance.PairedTest(
-          [(spec, protocol.prepare(lines)) for spec, lines in zip(systems, hypotheses)], {name: protocol.metric},
-          [protocol.prepare(references)], test_type=TESTS[test], n_samples=samples)()
-      (metric_name,) = signatures  # sacreBLEU's name for the one metric tested.
-      baseline = results[metric_name][0]
+      results = bleu.paired_test(protocol, [system[name] for system in statistics], test, samples)
       splits[split][name] = {
-          'signature': protocol.signature(signatures[metric_name]),
-          'systems': [{'system': spec, 'score': result.score, 'mean': result.mean, 'ci95': result.ci,
-                       'p_value': 1.0 if result is not baseline and result.score == baseline.score else result.p_value}
-                      for spec, result in zip(systems, results[metric_name])]}
+          'signature': bleu.paired_signature(protocol, test, samples),
+          'systems': [{'system': spec} | result._asdict() for spec, result in zip(systems, results)]}
   return {'baseline': systems[0], 'test': test, 'splits': splits}
 
 
@@ -122,13 +143,16 @@ def markdown(report: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('systems', nargs='+', help='RUN_DIR[:best|averaged], the baseline first.')
-  parser.add_argument('--data_dir', help="Where the references are (default: the baseline config's data.data_dir).")
-  parser.add_argument('--test', choices=sorted(TESTS), default='bootstrap')
+  parser.add_argument('--data_dir', help="Where the references are, for runs scored from their translations "
+                      "(default: the baseline config's data.data_dir).")
+  parser.add_argument('--test', choices=sorted(bleu.PAIRED_TESTS), default='bootstrap')
   parser.add_argument('--samples', type=int, default=0,
                       help="Resamples or trials (0: sacreBLEU's defaults, 1000 and 10000).")
+  parser.add_argument('--save_statistics', action='store_true',
+                      help="Add the statistics of runs scored from their translations to their bleu_statistics.json.")
   parser.add_argument('--output', help='Where to write the report as JSON (default: print only).')
   args = parser.parse_args(argv)
-  report = compare(args.systems, args.data_dir, args.test, args.samples)
+  report = compare(args.systems, args.data_dir, args.test, args.samples, args.save_statistics)
   if args.output:
     with open(args.output, 'w') as f:
       json.dump(report, f, indent=2)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc.training.checkpointing import restore_best, restore_evaluated  # noqa: E402
 from lra_posenc.training.trainer import average_parameters  # noqa: E402
-from lra_posenc.translation import input_pipeline  # noqa: E402
+from lra_posenc.translation import bleu, input_pipeline  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 from lra_posenc.translation.translate import check_translation_workdir  # noqa: E402
 from lra_posenc.translation.translator import create_translator  # noqa: E402
@@ -58,7 +58,7 @@ def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_pe
     config.decoding.beam_size = beam_size
     config.decoding.length_penalty = length_penalty or 0.0
     hypotheses = create_translator(config, tokenizers).translate(params, text.sources)
-    scores = translation_train.bleu_scores(hypotheses, text.targets, config.data)
+    scores = bleu.scores(hypotheses, text.targets, config.data)
     rows.append({'beam_size': beam_size, 'length_penalty': length_penalty} | scores)
     print(f'beam {beam_size}, length penalty {length_penalty}: sacreBLEU {scores["bleu"]:.2f}, '
           f'tokenized BLEU {scores["tokenized_bleu"]:.2f}', flush=True)

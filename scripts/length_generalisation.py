@@ -48,6 +48,7 @@ from lra_posenc.sweeps import (comparison_figure, mean_and_std, mean_std_cell, s
 from lra_posenc.tasks import TASKS  # noqa: E402
 from lra_posenc.training.checkpointing import read_config, restore_best  # noqa: E402
 from lra_posenc.training.trainer import write_json  # noqa: E402
+from lra_posenc.translation import bleu  # noqa: E402
 from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
@@ -140,9 +141,9 @@ def translation_scores(workdir: str, bounds: Sequence[int]) -> dict[str, dict]:
     rows = np.flatnonzero((lengths >= low) & (lengths < high))
     label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
     if len(rows):
-      bleu = translation_train.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
-                                                lowercase=tokenizers.lowercase)['bleu']
-      scores[label] = {'score': bleu, 'examples': int(len(rows))}
+      score = bleu.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
+                                    lowercase=tokenizers.lowercase)['bleu']
+      scores[label] = {'score': score, 'examples': int(len(rows))}
   return scores
 
 

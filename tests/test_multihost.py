@@ -79,8 +79,9 @@ def test_translation_two_processes_match_one(toy_corpus, tmp_path):
   # The tokenizer was trained once, by process 0, into the shared workdir.
   assert sorted(p.name for p in (tmp_path / 'two' / 'tokenizer').iterdir()) == ['joint.model']
   assert_same_results(two[0], one)
-  with open(tmp_path / 'two' / 'translations' / 'test.de') as f, open(tmp_path / 'one' / 'translations' / 'test.de') as g:
-    assert f.read() == g.read()
+  for written in ('translations/test.de', 'bleu_statistics.json'):  # Process 0 writes them, as one process does.
+    with open(tmp_path / 'two' / written) as f, open(tmp_path / 'one' / written) as g:
+      assert f.read() == g.read()
 
 
 def test_both_processes_killed_then_rerun_match_an_uninterrupted_run(tiny_data_dir, listops_runs, tmp_path):

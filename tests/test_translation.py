@@ -27,10 +27,10 @@ from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
-from lra_posenc.training.checkpointing import restore_best
+from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.translation import decode, input_pipeline, train, translate
+from lra_posenc.translation import bleu, decode, input_pipeline, train, translate
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator
 
@@ -325,6 +325,13 @@ def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy)
   with open(workdir / 'results.json') as f:
     assert json.load(f)['test_sets']['test']['bleu'] == test['bleu']
   assert sorted(os.listdir(workdir / 'tokenizer')) == ['joint.model']
+  # Each test sentence's BLEU statistics are written too; their sums give the scores, and sentence by
+  # sentence they are those of the written translations.
+  config = read_config(str(workdir))
+  for name, protocol in bleu.protocols(config.data).items():
+    recorded = bleu.read_statistics(str(workdir), 'best', 'test', name, protocol)
+    assert protocol.score_of_sums(recorded.statistics.sum(0)) == pytest.approx(test[name], abs=1e-9)
+    np.testing.assert_array_equal(recorded.statistics, protocol.sentence_statistics(hypotheses, references))
 
 
 @pytest.mark.slow
@@ -581,18 +588,18 @@ def test_tokenized_bleu_is_corpus_bleu_on_lowercased_moses_tokens():
   reference_tokens = [['ein', 'hund', 'rennt', 'über', 'die', 'grüne', 'wiese', '.'],
                       ['zwei', 'männer', 'spielen', 'im', 'park', 'fußball', '!'],
                       ['eine', 'frau', ',', 'die', 'ein', 'dickes', 'buch', 'liest', '.']]
-  scores = train.protocol_scores('tokenized_bleu', train.tokenized_bleu_protocol('de'), hypotheses, references)
+  scores = bleu.protocol_scores('tokenized_bleu', bleu.tokenized_bleu_protocol('de'), hypotheses, references)
   assert scores['tokenized_bleu'] == pytest.approx(corpus_bleu_oracle(tokens, reference_tokens), rel=1e-9)
   assert scores['tokenized_bleu_signature'].startswith('moses:de|nrefs:1|case:lc|eff:no|tok:none|smooth:none')
   # Case and the space before punctuation count in sacreBLEU's cased headline, not here.
-  english = train.tokenized_bleu_protocol('en')
-  assert train.protocol_scores('tokenized_bleu', english, ['A dog runs.'], ['a dog runs .'])['tokenized_bleu'] == (
+  english = bleu.tokenized_bleu_protocol('en')
+  assert bleu.protocol_scores('tokenized_bleu', english, ['A dog runs.'], ['a dog runs .'])['tokenized_bleu'] == (
       pytest.approx(100))
-  assert train.sacrebleu_scores(['A dog runs.'], ['a dog runs .'])['bleu'] < 100
+  assert bleu.sacrebleu_scores(['A dog runs.'], ['a dog runs .'])['bleu'] < 100
   # A lowercasing tokenizer's output is scored lowercased, and its signature says so.
-  lowercased = train.sacrebleu_scores(['a dog runs.'], ['A dog runs.'], lowercase=True)
+  lowercased = bleu.sacrebleu_scores(['a dog runs.'], ['A dog runs.'], lowercase=True)
   assert lowercased['bleu'] == pytest.approx(100) and 'case:lc' in lowercased['bleu_signature']
-  assert train.sacrebleu_scores(['a dog runs.'], ['A dog runs.'])['bleu'] < 100
+  assert bleu.sacrebleu_scores(['a dog runs.'], ['A dog runs.'])['bleu'] < 100
 
 
 @pytest.mark.slow
@@ -609,7 +616,7 @@ def test_bleu_selection_picks_the_checkpoint_with_the_best_greedy_validation_ble
   tokenizers = input_pipeline.workdir_tokenizers(str(tmp_path), saved.data.tokenizer)
   validation = input_pipeline.read_split(toy_corpus, 'val', 'en', 'de')
   greedy = create_translator(saved, tokenizers).with_beam_size(1)
-  assert train.sacrebleu_scores(greedy.translate(params, validation.sources), validation.targets)['bleu'] == (
+  assert bleu.sacrebleu_scores(greedy.translate(params, validation.sources), validation.targets)['bleu'] == (
       pytest.approx(best['bleu']))
 
 

@@ -5,20 +5,18 @@
 
 The SentencePiece model is trained on the training split into WORKDIR/tokenizer. The
 best checkpoint (by `evaluation.selection_metric`) translates every test split with beam
-search; hypotheses go to WORKDIR/translations/SPLIT.LANG and sacreBLEU scores against
-the raw references to results.json. Re-running the command on the same workdir resumes.
+search; hypotheses go to WORKDIR/translations/SPLIT.LANG, both BLEUs against the raw
+references to results.json and their sentence statistics to WORKDIR/bleu_statistics.json
+(for paired tests: scripts/bleu_significance.py). Re-running the command on the same workdir resumes.
 """
 import functools
 import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import sacrebleu
-import sacremoses
 from absl import logging
 
 from lra_posenc import benchmarking
@@ -28,7 +26,7 @@ from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transfor
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
-from lra_posenc.translation import input_pipeline, loss
+from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator, model_max_len
 from lra_posenc.validation import check_range
@@ -106,69 +104,6 @@ def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.C
   return {'loss': sums.loss, 'nll': sums.nll, 'accuracy': sums.correct, 'count': weight.sum()}
 
 
-class BleuProtocol(NamedTuple):
-  """One BLEU this task reports: sacreBLEU's `metric` on text as `prepare` leaves it."""
-  metric: sacrebleu.metrics.BLEU
-  prepare: Callable[[Sequence[str]], list[str]]
-  tokenizer_name: str  # Prefixed to sacreBLEU's signature when `prepare` tokenizes.
-
-  def signature(self, metric_signature: sacrebleu.metrics.base.Signature | None = None) -> str:
-    """sacreBLEU's signature of `metric` (or the one given, e.g. a paired test's), naming the tokenizer."""
-    signature = str(metric_signature or self.metric.get_signature())
-    return f'{self.tokenizer_name}|{signature}' if self.tokenizer_name else signature
-
-
-def sacrebleu_protocol(lowercase: bool = False) -> BleuProtocol:
-  """sacreBLEU on detokenized text (its default 13a tokenisation): the headline.
-
-  Cased unless `lowercase` (a model trained on lowercased text, `data.tokenizer.lowercase`: its signature
-  then says case:lc).
-  """
-  return BleuProtocol(sacrebleu.metrics.BLEU(lowercase=lowercase), list, '')
-
-
-def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
-  """BLEU as the Multi30k literature reports it: Moses-tokenized, lowercased, on tokens, unsmoothed.
-
-  multi-bleu.perl -lc on tokenizer.perl output computes this; here sacremoses tokenizes
-  (language `lang`, default rules) and sacreBLEU scores the tokens as they are.
-  """
-  tokenizer = sacremoses.MosesTokenizer(lang=lang)
-  # force: the text is tokenized on purpose, so sacreBLEU's warning about tokenized input does not apply.
-  return BleuProtocol(sacrebleu.metrics.BLEU(tokenize='none', lowercase=True, smooth_method='none', force=True),
-                      lambda lines: [tokenizer.tokenize(line, escape=False, return_str=True) for line in lines],
-                      f'moses:{lang}')
-
-
-def bleu_protocols(data: ml_collections.ConfigDict) -> dict[str, BleuProtocol]:
-  """Both BLEUs of every test score of this task, by their results.json names: sacreBLEU (lowercased
-  when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
-  return {'bleu': sacrebleu_protocol(data.tokenizer.lowercase),
-          'tokenized_bleu': tokenized_bleu_protocol(data.target_lang)}
-
-
-def protocol_scores(name: str, protocol: BleuProtocol, hypotheses: Sequence[str], references: Sequence[str]
-                    ) -> dict[str, float | str]:
-  """`{name: score, name_signature: ...}` of one BLEU of a corpus."""
-  score = protocol.metric.corpus_score(protocol.prepare(hypotheses), [protocol.prepare(references)])
-  return {name: score.score, f'{name}_signature': protocol.signature()}
-
-
-def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lowercase: bool = False
-                     ) -> dict[str, float | str]:
-  """sacreBLEU (`sacrebleu_protocol`): `bleu` and `bleu_signature`."""
-  return protocol_scores('bleu', sacrebleu_protocol(lowercase), hypotheses, references)
-
-
-def bleu_scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_collections.ConfigDict
-                ) -> dict[str, float | str]:
-  """Both BLEUs of a split's translations (`bleu_protocols`), with their signatures."""
-  scores = {}
-  for name, protocol in bleu_protocols(data).items():
-    scores |= protocol_scores(name, protocol, hypotheses, references)
-  return scores
-
-
 def translations_path(workdir: str, split: str, lang: str, checkpoint: str = 'best') -> str:
   """Where training writes `checkpoint`'s beam-search translations of `split`: WORKDIR/translations/
   for the best checkpoint, WORKDIR/translations/CHECKPOINT/ for another (`averaged`)."""
@@ -241,7 +176,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       lowercase=data.tokenizer.lowercase),
       f'training the tokenizer into {tokenizer_dir}')
   tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
-  corpus_sacrebleu = functools.partial(sacrebleu_scores, lowercase=data.tokenizer.lowercase)
+  corpus_sacrebleu = functools.partial(bleu.sacrebleu_scores, lowercase=data.tokenizer.lowercase)
   datasets = {}
   for name, text in texts.items():
     train = name == 'train'
@@ -264,7 +199,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     return [input_pipeline.decode_ids(tokenizers.target, row) for row in outputs]
 
   def score_test(replicated_params, split: str, which: str) -> dict:
-    """BLEU of beam search; hypotheses go to WORKDIR/translations/ (best) or translations/averaged/."""
+    """BLEU of beam search; hypotheses go to WORKDIR/translations/ (best) or translations/averaged/, sentence
+    statistics to WORKDIR/bleu_statistics.json."""
     translations = hypotheses(translator, replicated_params, split,
                               f'{which}: beam search on {split} (beam {translator.beam_size})')
     if distributed.is_primary():
@@ -272,7 +208,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       os.makedirs(os.path.dirname(path), exist_ok=True)
       with open(path, 'w', encoding='utf-8') as f:
         f.writelines(h + '\n' for h in translations)
-    scores = bleu_scores(translations, texts[split].targets, data)
+      bleu.record_statistics(workdir, which, split, translations, texts[split].targets, data)
+    scores = bleu.scores(translations, texts[split].targets, data)
     logging.info('%s, %s: sacreBLEU %.2f (%s); tokenized lowercased BLEU %.2f (%s)', which, split, scores['bleu'],
                  scores['bleu_signature'], scores['tokenized_bleu'], scores['tokenized_bleu_signature'])
     return scores
