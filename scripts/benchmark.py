@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import benchmarking, encodings  # noqa: E402
 from lra_posenc.tasks import TASKS  # noqa: E402
-from lra_posenc.training import cli  # noqa: E402
+from lra_posenc.training import cli, provenance  # noqa: E402
 from lra_posenc.validation import check_choice  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -193,7 +193,8 @@ def main(argv) -> None:
   config = FLAGS.config
   device = jax.local_devices()[0]
   results = {'task': FLAGS.task, 'device_kind': device.device_kind, 'platform': device.platform,
-             'local_devices': jax.local_device_count(), 'jax': jax.__version__, 'model': config.model.to_dict(),
+             'local_devices': jax.local_device_count(), 'host_cpu': provenance.host_cpu(), 'jax': jax.__version__,
+             'model': config.model.to_dict(),
              'batch_size': {'train': config.training.batch_size, 'eval': config.evaluation.batch_size},
              'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}
   if FLAGS.device_counts:

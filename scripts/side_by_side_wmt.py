@@ -14,13 +14,13 @@ trainer's own pmapped step (`benchmarking.TrainStepTimer`), pre-LN with ReLU as 
 
 Prints each side's median ms/step, the ratio ours/peer (below 1: ours is faster), the model
 GFLOP/s each achieves (the same matrix-product FLOPs of `models.flops`), this host's float32 matrix
-product GFLOP/s measured in the same process, and the CPU model; --output writes them as JSON.
+product GFLOP/s measured in the same process, and the CPU (model, family, model number, vector
+extensions: `provenance.host_cpu`); --output writes them as JSON.
 """
 import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.translation import multi30k  # noqa: E402
 from lra_posenc import benchmarking  # noqa: E402
+from lra_posenc.training import provenance  # noqa: E402
 from lra_posenc.translation import train as translation_train  # noqa: E402
 
 
@@ -111,14 +112,6 @@ def matmul_gflops(size: int = 2048, repeats: int = 7) -> float:
   return 2 * size ** 3 / statistics.median(seconds) / 1e9
 
 
-def cpu_model() -> str:
-  try:
-    with open('/proc/cpuinfo') as f:
-      return next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-  except (OSError, StopIteration):
-    return platform.processor() or platform.machine()
-
-
 def compare(args: argparse.Namespace) -> dict[str, Any]:
   workload = translation_train.benchmark_workload(our_config(args))
   timers = {'ours': benchmarking.TrainStepTimer(our_config(args), workload),
@@ -126,6 +119,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   train_flops = workload.forward_flops.train_step(args.batch, jax.device_count())
+  host_cpu = provenance.host_cpu()
   return {
       'shape': {key: getattr(args, key) for key in ('layers', 'dim', 'heads', 'mlp', 'batch', 'length', 'vocab',
                                                     'dropout', 'encoding')},
@@ -134,7 +128,8 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'ratio_ours_to_peer': step_seconds['ours'] / step_seconds['peer'],
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
       'matmul_gflops_per_second': matmul_gflops(),
-      'cpu': cpu_model(), 'jax': jax.__version__, 'devices': jax.local_device_count(),
+      'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
+      'devices': jax.local_device_count(),
   }
 
 

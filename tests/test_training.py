@@ -17,7 +17,7 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 
 from configs.listops import lra
 from lra_posenc.listops import train
-from lra_posenc.training import trainer
+from lra_posenc.training import provenance, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.metric_writer import read_history
 
@@ -66,6 +66,7 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   assert record['git_commit'] == (head or None) and isinstance(record['git_dirty'], bool)
   assert record['packages']['jax'] == jax.__version__ and record['packages']['flax'] == flax.__version__
   assert record['devices']['count'] == jax.device_count() and record['process_count'] == 1
+  assert record['host_cpu'] == provenance.host_cpu()  # What timed train_seconds.
   age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(record['date'])
   assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1)
   assert os.listdir(tmp_path / 'tensorboard')

@@ -1,13 +1,16 @@
-"""Where a result came from: when, which code, which packages, which devices and processes."""
+"""Where a result came from: when, which code, which packages, which devices, processes and host CPU."""
 import datetime
 import importlib.metadata
 import os
+import platform
 import subprocess
 
 import jax
 
 PACKAGES = ('jax', 'jaxlib', 'flax', 'optax', 'orbax-checkpoint', 'chex', 'numpy')
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The vector extensions that set a CPU's float32 and bfloat16 throughput, as /proc/cpuinfo's flags name them.
+VECTOR_EXTENSIONS = ('avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile')
 
 
 def provenance() -> dict:
@@ -25,7 +28,50 @@ def provenance() -> dict:
       'devices': {'platform': device.platform, 'kind': device.device_kind, 'count': jax.device_count(),
                   'local_count': jax.local_device_count()},
       'process_count': jax.process_count(),
+      'host_cpu': host_cpu(),
   }
+
+
+def host_cpu(cpuinfo_path: str = '/proc/cpuinfo') -> dict:
+  """The host CPU that timed a result, and its core count.
+
+  Virtual machines often report a model name alone ("AMD EPYC") for CPUs of different generations and
+  speeds, so the family, model number and vector extensions come with it where /proc/cpuinfo gives
+  them; elsewhere the model is `platform.processor()`.
+  """
+  try:
+    with open(cpuinfo_path) as f:
+      cpu = parse_cpuinfo(f.read())
+  except OSError:
+    cpu = {}
+  return {'model': cpu.pop('model', None) or platform.processor() or platform.machine(), **cpu,
+          'cores': os.cpu_count()}
+
+
+def parse_cpuinfo(text: str) -> dict:
+  """The first processor's model name, family, model number and `VECTOR_EXTENSIONS` from /proc/cpuinfo's text."""
+  fields = {}
+  for line in text.split('\n\n', 1)[0].splitlines():
+    key, separator, value = line.partition(':')
+    if separator:
+      fields.setdefault(key.strip(), value.strip())
+  cpu = {'model': fields.get('model name')}
+  for key, name in (('cpu family', 'family'), ('model', 'model_number')):
+    if fields.get(key, '').isdigit():
+      cpu[name] = int(fields[key])
+  if 'flags' in fields:
+    flags = set(fields['flags'].split())
+    cpu['vector_extensions'] = [name for name in VECTOR_EXTENSIONS if name in flags]
+  return {key: value for key, value in cpu.items() if value is not None}
+
+
+def describe_cpu(cpu: dict) -> str:
+  """`host_cpu()` in one line: 'AMD EPYC (family 25, model 1; avx2, fma), 2 cores'."""
+  details = ', '.join(f'{name} {cpu[key]}' for key, name in (('family', 'family'), ('model_number', 'model'))
+                      if key in cpu)
+  if 'vector_extensions' in cpu:
+    details += '; ' + (', '.join(cpu['vector_extensions']) or 'none of ' + ', '.join(VECTOR_EXTENSIONS))
+  return f"{cpu['model']}{f' ({details})' if details else ''}, {cpu['cores']} cores"
 
 
 def _version(package: str) -> str | None:
