@@ -55,14 +55,14 @@ def parse_cpuinfo(text: str) -> dict:
     key, separator, value = line.partition(':')
     if separator:
       fields.setdefault(key.strip(), value.strip())
-  cpu = {'model': fields.get('model name')}
+  cpu = {'model': fields['model name']} if 'model name' in fields else {}
   for key, name in (('cpu family', 'family'), ('model', 'model_number')):
     if fields.get(key, '').isdigit():
       cpu[name] = int(fields[key])
   if 'flags' in fields:
     flags = set(fields['flags'].split())
     cpu['vector_extensions'] = [name for name in VECTOR_EXTENSIONS if name in flags]
-  return {key: value for key, value in cpu.items() if value is not None}
+  return cpu
 
 
 def describe_cpu(cpu: dict) -> str:
