@@ -56,7 +56,8 @@ flags.DEFINE_bool('decode', True, 'Also time beam-search decoding (translation).
 flags.DEFINE_float('peak_tflops', None, "Peak TFLOP/s per device for MFU, where the device's is not known.")
 flags.DEFINE_bool('pipeline', False, 'Compare the real input pipeline and train loop with on-device batches.')
 flags.DEFINE_string('workdir', '', 'With --pipeline: data and the short real run go here.')
-flags.DEFINE_string('device_counts', '', 'Comma-separated forced CPU device counts to compare, one process each.')
+flags.DEFINE_string('device_counts', '', 'Comma-separated forced CPU device counts to compare, one process each '
+                    '(on the host CPU, also where an accelerator is present).')
 flags.DEFINE_bool('memory_grid', False, "XLA's memory estimate of the train step over dtype x remat x attention "
                   'dropout (the config\'s own rate, and 0), compiled without running.')
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
@@ -121,7 +122,14 @@ def print_table(results: dict, reference: str) -> None:
 
 
 def scaling(device_counts: list[int]) -> dict:
-  """This script's throughput run once per forced CPU device count, in processes of their own."""
+  """This script's throughput run once per forced CPU device count, in processes of their own.
+
+  The runs are on the host's CPU whatever accelerator this process has, and the device fields
+  returned (platform, device kind; devices per run) say so: they replace this process's own.
+  """
+  if jax.default_backend() != 'cpu':
+    print(f'--device_counts times forced devices of the host CPU, not the {jax.local_devices()[0].device_kind}',
+          flush=True)
   runs = {}
   forwarded = [a for a in sys.argv[1:] if not a.startswith(('--device_counts', '--out', '--encodings', '--reference'))]
   for count in device_counts:
@@ -132,13 +140,14 @@ def scaling(device_counts: list[int]) -> dict:
                       f'--out={out}'], env=env, check=True)
       with open(out) as f:
         run = json.load(f)
-    runs[count] = next(iter(run['encodings'].values()))['train']
+    runs[count] = next(iter(run['encodings'].values()))['train'] | {'local_devices': run['local_devices']}
+    measured_on = {'platform': run['platform'], 'device_kind': run['device_kind']}
   base = runs[device_counts[0]]
   print(f'{"devices":>7} {"steps/s":>9} {"speed-up":>9} {"first-step loss":>16}')
   for count, train in runs.items():
     print(f'{count:>7} {train["steps_per_second"]:>9.2f} {train["steps_per_second"] / base["steps_per_second"]:>9.2f} '
           f'{train["first_step_loss"]:>16.7f}')
-  return {'device_counts': {str(k): v for k, v in runs.items()}}
+  return measured_on | {'device_counts': {str(k): v for k, v in runs.items()}}
 
 
 # XLA:CPU's default scheduler trades memory for concurrency and hoists rematerialised forward passes
@@ -198,6 +207,7 @@ def main(argv) -> None:
              'batch_size': {'train': config.training.batch_size, 'eval': config.evaluation.batch_size},
              'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}
   if FLAGS.device_counts:
+    del results['local_devices']  # Each run's own count is in its entry.
     results |= scaling([int(c) for c in FLAGS.device_counts.split(',')])
   elif FLAGS.memory_grid:
     results |= memory_grid(config)

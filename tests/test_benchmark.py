@@ -225,8 +225,12 @@ def test_cli_reports_every_encoding_against_the_reference(tmp_path):
 def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):
   out = tmp_path / 'scaling.json'
   stdout = run_cli(*SMALL_CLI, '--device_counts=1,2', '--eval=false', f'--out={out}')
-  runs = json.loads(out.read_text())['device_counts']
+  results = json.loads(out.read_text())
+  runs = results['device_counts']
   assert list(runs) == ['1', '2']
+  # Each run had the devices it was given, on the CPU, and the file names the CPU as what was timed.
+  assert [run['local_devices'] for run in runs.values()] == [1, 2]
+  assert results['platform'] == 'cpu' and 'local_devices' not in results
   np.testing.assert_allclose(runs['2']['first_step_loss'], runs['1']['first_step_loss'], rtol=1e-5)
   assert 'speed-up' in stdout
 
