@@ -150,8 +150,13 @@ def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1, cwd=
                           cwd=cwd)
 
 
-def wait_for(path, process: subprocess.Popen, seconds: float = 120) -> None:
-  """Waits until `path` exists while `process` runs."""
+def wait_for(path, process: subprocess.Popen, seconds: float = 300) -> None:
+  """Waits until `path` exists while `process` runs.
+
+  A process that dies fails the wait at once; the deadline only catches a hang. Two workers
+  starting, joining and compiling on 2 loaded cores took over 120 s (both of test_multihost's
+  waits failed so on 2026-11-26, beside a training run), hence 300.
+  """
   deadline = time.monotonic() + seconds
   while not path.exists():
     assert process.poll() is None and time.monotonic() < deadline, f'{path} never appeared'
