@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import flax
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -100,7 +99,7 @@ def timed_windows(run_window: Callable[[], Any], windows: int) -> list[float]:
 
 
 def _on_devices(batch: Batch) -> Batch:
-  return next(flax.jax_utils.prefetch_to_device(iter([trainer.shard(batch)]), size=1))
+  return next(trainer.device_batches([batch], size=1))
 
 
 def _compiled_bytes(compiled) -> int:
@@ -140,9 +139,8 @@ class TrainStepTimer:
   def __init__(self, config: ml_collections.ConfigDict, workload: Workload):
     self.config, self.workload = config, workload
     self._batch = _on_devices(workload.batch(config.training.batch_size, np.random.default_rng(config.seed)))
-    self._state = flax.jax_utils.replicate(
-        trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
-    self._rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+    self._state = trainer.replicate(trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
+    self._rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
     self._no_stop = trainer.stop_requests(False)
     p_train_step, _ = trainer.pmapped_steps(workload.task)
     start = time.perf_counter()
@@ -212,7 +210,7 @@ def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *,
   """Median examples/s of the pmapped eval step at `evaluation.batch_size`."""
   batch_size = config.evaluation.batch_size
   batch = _on_devices(workload.batch(batch_size, np.random.default_rng(config.seed)))
-  params = flax.jax_utils.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  params = trainer.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
   _, p_eval_step = trainer.pmapped_steps(workload.task)
   start = time.perf_counter()
   compiled = p_eval_step.lower(params, batch).compile()
@@ -237,7 +235,7 @@ def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, w
   rng = np.random.default_rng(config.seed)
   sources = np.zeros((translator.batch_size, config.data.max_eval_source_length), np.int32)
   sources[:, :config.data.max_length] = workload.batch(translator.batch_size, rng)['inputs']
-  params = flax.jax_utils.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  params = trainer.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
   start = time.perf_counter()
   outputs = translator.translate_ids(params, sources)
   first_call_seconds = time.perf_counter() - start
@@ -257,16 +255,16 @@ def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir:
   batches of those windows on the devices first, runs them all once (compiling every
   shape, as length buckets bring several), then times the same windows through the same
   step. Returns both medians, the relative gap, and how many batches per second the
-  input pipeline alone makes (drawn and sharded on the host): the ceiling it puts on
+  input pipeline alone makes (drawn on the host): the ceiling it puts on
   any device's steps/s.
   """
   steps = (windows + 1) * steps_per_window
   start = time.perf_counter()
-  host_batches = [trainer.shard(batch) for _, batch in zip(range(steps), task.train_batches(0))]
+  host_batches = [batch for _, batch in zip(range(steps), task.train_batches(0))]
   host_batches_per_second = steps / (time.perf_counter() - start)
-  batches = list(flax.jax_utils.prefetch_to_device(iter(host_batches), size=2))
-  state = flax.jax_utils.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
-  step_rng = flax.jax_utils.replicate(jax.random.PRNGKey(config.seed + 1))
+  batches = list(trainer.device_batches(host_batches, size=2))
+  state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
+  step_rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
   no_stop = trainer.stop_requests(False)
   p_train_step, _ = trainer.pmapped_steps(task)
 

@@ -145,8 +145,9 @@ def test_token_budget_batches_fill_the_budget_resume_and_split_across_hosts():
   ids = np.repeat(np.arange(500, dtype=np.int32)[:, None], 32, axis=1)  # Each row names its example.
   dataset = ArrayDataset({'inputs': ids, 'lengths': lengths})
   buckets, budget, cap, devices = (8, 16, 32), 200, 20, 4
-  batches = functools.partial(dataset.bucketed_train_batches, cap, buckets=buckets, lengths_key='lengths',
-                              sequence_keys=('inputs',), seed=3, max_tokens=budget, multiple_of=devices)
+  plan = dict(buckets=buckets, lengths_key='lengths', sequence_keys=('inputs',), seed=3, max_tokens=budget,
+              multiple_of=devices)
+  batches = functools.partial(dataset.bucketed_train_batches, cap, **plan)
   first = list(itertools.islice(batches(shard=HostShard(0, 1)), 150))
   examples = {}
   for batch in first:
@@ -166,10 +167,45 @@ def test_token_budget_batches_fill_the_budget_resume_and_split_across_hosts():
   for got, expected in zip(batches(start=97, shard=HostShard(0, 1)), first[97:]):  # Resume at any step.
     chex.assert_trees_all_equal(got, expected)
   hosts = [batches(shard=HostShard(index, 2)) for index in range(2)]
+  host_shapes = [set(), set()]
   for expected, *parts in zip(first, *hosts):  # Two hosts hold the halves of every global batch.
     chex.assert_trees_all_equal(jax.tree.map(lambda *x: np.concatenate(x), *parts), expected)
+    for seen, part in zip(host_shapes, parts):
+      seen.add(shape_of(part))
+  # The shapes named ahead (to compile before training) are those the batches take, on every host.
+  named = lambda shard: [shape_of(s) for s in dataset.bucketed_train_batch_shapes(cap, **plan, shard=shard)]
+  assert len(named(HostShard(0, 1))) == 3 and set(named(HostShard(0, 1))) == {shape_of(batch) for batch in first}
+  for index, seen in enumerate(host_shapes):
+    assert len(named(HostShard(index, 2))) == 3 and set(named(HostShard(index, 2))) == seen
   with pytest.raises(ValueError, match=r'training.max_tokens=100 holds fewer than 4 examples of the length bucket 32'):
     next(batches(max_tokens=100))
+
+
+def test_the_train_step_compiles_before_training_once_per_batch_shape(toy_corpus, tmp_path, caplog):
+  """Compiled ahead for every bucket, the step compiles nothing more, fed batches of each bucket and its own
+  output state (placed otherwise, the state made it compile again)."""
+  config = toy_config(toy_corpus)
+  config.data.length_buckets = (4, 8, 16)
+  task = train.create_task(config, str(tmp_path))
+  widths = {shapes['inputs'].shape[1] for shapes in task.train_batch_shapes}
+  assert len(widths) >= 2
+  p_train_step, _ = trainer.pmapped_steps(task)
+  state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(0)))
+  rng, no_stop = trainer.replicate(jax.random.PRNGKey(1)), trainer.stop_requests(False)
+  trainer.compile_train_steps(p_train_step, state, rng, no_stop, task.train_batch_shapes)
+  steps_by_width = collections.Counter()
+  with jax.log_compiles(True), caplog.at_level('WARNING'):
+    for batch in trainer.device_batches(task.train_batches(0), size=2):
+      state, _, _ = p_train_step(state, batch, rng, no_stop)
+      steps_by_width[batch['inputs'].shape[-1]] += 1
+      if set(steps_by_width) == widths and min(steps_by_width.values()) >= 2:
+        break
+  assert not [record.getMessage() for record in caplog.records if 'Finished XLA compilation' in record.getMessage()]
+
+
+def shape_of(batch) -> tuple:
+  """A batch's (key, shape, dtype) triples, for arrays and shape structs alike."""
+  return tuple((key, batch[key].shape, str(batch[key].dtype)) for key in sorted(batch))
 
 
 def test_length_sorted_evaluation_batches_hold_every_example_once_cut_only_where_it_is_padding():

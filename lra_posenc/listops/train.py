@@ -177,6 +177,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(classification_metrics, model),
       train_batches=train_batches,
+      train_batch_shapes=(datasets['train'].train_batch_shape(config.training.batch_size),),
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
       selection_metric=config.evaluation.selection_metric,
       artifacts={'vocab': list(input_pipeline.VOCAB)},

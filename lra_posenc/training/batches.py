@@ -86,6 +86,28 @@ class ArrayDataset:
       batches += [(upper, rows[i:i + size]) for i in range(0, len(rows) - size + 1, size)]
     return [batches[i] for i in rng.permutation(len(batches))]
 
+  def train_batch_shape(self, batch_size: int, *, length: int | None = None, sequence_keys: Sequence[str] = (),
+                        shard: HostShard | None = None) -> dict[str, jax.ShapeDtypeStruct]:
+    """The shape of this host's slice of a training batch of `batch_size` examples, its `sequence_keys` arrays
+    cut to `length`: what `train_batches` yields, or `bucketed_train_batches` for one bucket."""
+    host_slice = (shard or HostShard.current()).slice(batch_size)
+    rows = host_slice.stop - host_slice.start
+    shapes = {k: jax.ShapeDtypeStruct((rows,) + ((length,) + a.shape[2:] if k in sequence_keys else a.shape[1:]),
+                                      a.dtype)
+              for k, a in self.arrays.items()}
+    return shapes | {'weight': jax.ShapeDtypeStruct((rows,), np.float32)}
+
+  def _bucket_batch_sizes(self, batch_size: int, buckets: tuple[int, ...], lengths_key: str, max_tokens: int,
+                          multiple_of: int) -> tuple[int, ...]:
+    """Examples per batch of each length bucket, after checking the buckets hold every example."""
+    if list(buckets) != sorted(set(buckets)):
+      raise ValueError(f'length buckets {buckets} must be strictly increasing')
+    lengths = self.arrays[lengths_key]
+    if lengths.max() > buckets[-1]:
+      raise ValueError(f'an example of length {lengths.max()} exceeds the largest bucket {buckets[-1]}')
+    return (token_budget_batch_sizes(buckets, max_tokens, batch_size, multiple_of) if max_tokens
+            else (batch_size,) * len(buckets))
+
   def bucketed_train_batches(self, batch_size: int, *, buckets: Sequence[int], lengths_key: str,
                              sequence_keys: Sequence[str], seed: int, start: int = 0, max_tokens: int = 0,
                              multiple_of: int = 1, shard: HostShard | None = None) -> Iterator[Batch]:
@@ -98,13 +120,7 @@ class ArrayDataset:
     `batch_size`, a multiple of `multiple_of`), else `batch_size` each.
     """
     buckets = tuple(buckets)
-    if list(buckets) != sorted(set(buckets)):
-      raise ValueError(f'length buckets {buckets} must be strictly increasing')
-    lengths = self.arrays[lengths_key]
-    if lengths.max() > buckets[-1]:
-      raise ValueError(f'an example of length {lengths.max()} exceeds the largest bucket {buckets[-1]}')
-    sizes = (token_budget_batch_sizes(buckets, max_tokens, batch_size, multiple_of) if max_tokens
-             else (batch_size,) * len(buckets))
+    sizes = self._bucket_batch_sizes(batch_size, buckets, lengths_key, max_tokens, multiple_of)
     shard = shard or HostShard.current()
     batches_per_epoch = len(self._bucketed_epoch(seed, 0, sizes, buckets, lengths_key))
     if not batches_per_epoch:
@@ -117,6 +133,18 @@ class ArrayDataset:
       batch = {k: a[rows][:, :length] if k in sequence_keys else a[rows] for k, a in self.arrays.items()}
       yield batch | {'weight': np.ones(len(rows), np.float32)}
       index += 1
+
+  def bucketed_train_batch_shapes(self, batch_size: int, *, buckets: Sequence[int], lengths_key: str,
+                                  sequence_keys: Sequence[str], seed: int, max_tokens: int = 0, multiple_of: int = 1,
+                                  shard: HostShard | None = None) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:
+    """The shapes `bucketed_train_batches` (same arguments) yields, shortest first: one per bucket that holds a
+    full batch (every epoch has the same batches per bucket, in another order)."""
+    buckets = tuple(buckets)
+    sizes = self._bucket_batch_sizes(batch_size, buckets, lengths_key, max_tokens, multiple_of)
+    size_by_length = dict(zip(buckets, sizes))
+    used = sorted({length for length, _ in self._bucketed_epoch(seed, 0, sizes, buckets, lengths_key)})
+    return tuple(self.train_batch_shape(size_by_length[length], length=length, sequence_keys=sequence_keys,
+                                        shard=shard) for length in used)
 
   def eval_batches(self, batch_size: int, *, shard: HostShard | None = None, lengths_key: str | None = None,
                    sequence_keys: Sequence[str] = ()) -> CountedBatches:

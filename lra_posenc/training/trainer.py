@@ -4,9 +4,11 @@ A task supplies a model's loss and metrics, its batches and its artifacts (`Task
 everything else (devices, PRNG, optimizer, checkpointing, logging, results) is here.
 """
 import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -76,6 +78,9 @@ class Task:
       a dataclass with `implementation` and `reason`); logged once, written to results.json.
     count_unit: what `metrics`' 'count' counts ('examples'; 'target_tokens' for translation), logged
       per step and per second.
+    train_batch_shapes: the shapes of `train_batches`' batches (one per length bucket): the train step is
+      compiled for all of them, concurrently, before the first step. A shape not named compiles when its
+      first batch comes.
 
   A task's factory validates the whole config (with `check_config` for the trainer's
   sections) before it reads any data, so the trainer does not check it again.
@@ -92,6 +97,7 @@ class Task:
   score_validation: Callable[[Params], dict[str, float]] | None = None
   attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
   count_unit: str = 'examples'
+  train_batch_shapes: tuple[dict[str, jax.ShapeDtypeStruct], ...] = ()
 
 
 def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = (),
@@ -164,15 +170,61 @@ def sum_over_devices(tree: Any) -> Any:
 
 def pmapped_steps(task: Task) -> tuple[Callable, Callable]:
   """`train_step` (donating the state) and `eval_step` over the local devices: the trainer's and benchmark's."""
-  p_train_step = jax.pmap(lambda s, b, r, stop: train_step(s, b, r, stop, task=task), axis_name=AXIS,
-                          donate_argnums=0)
-  p_eval_step = jax.pmap(lambda p, b: eval_step(p, b, task=task), axis_name=AXIS)
+  p_train_step = jax.pmap(functools.partial(train_step, task=task), axis_name=AXIS, donate_argnums=0)
+  p_eval_step = jax.pmap(functools.partial(eval_step, task=task), axis_name=AXIS)
   return p_train_step, p_eval_step
+
+
+def _local_devices_sharding() -> jax.sharding.NamedSharding:
+  """Where the pmapped steps put their outputs: leading axis split over the local devices, a mesh of axis `AXIS`."""
+  mesh = jax.sharding.Mesh(np.array(jax.local_devices()), (AXIS,))
+  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(AXIS))
+
+
+def replicate(tree: Any) -> Any:
+  """`tree` copied to every local device, placed as the pmapped steps place their outputs.
+
+  A step's program is cached by its arguments' placement too: fed flax's `replicate` (another mesh) first
+  and its own output state after, the train step compiled twice for one shape.
+  """
+  sharding, devices = _local_devices_sharding(), jax.local_device_count()
+  return jax.tree.map(lambda x: jax.device_put(np.broadcast_to(np.asarray(x), (devices,) + np.shape(x)), sharding),
+                      tree)
+
+
+def device_batches(host_batches: Iterable[Batch], size: int) -> Iterator[Batch]:
+  """Host batches split over the local devices (`shard`) and put there `size` ahead, placed as `replicate`."""
+  sharding = _local_devices_sharding()
+  to_devices = lambda batch: jax.tree.map(lambda x: jax.device_put(x, sharding), shard(batch))
+  host_batches = iter(host_batches)
+  queue = collections.deque(map(to_devices, itertools.islice(host_batches, size)))
+  while queue:
+    yield queue.popleft()
+    queue.extend(map(to_devices, itertools.islice(host_batches, 1)))
+
+
+def compile_train_steps(p_train_step: Callable, replicated: train_state.TrainState, rng: jax.Array,
+                        stop_requested: jax.Array, batch_shapes: Sequence[dict[str, jax.ShapeDtypeStruct]]) -> None:
+  """Compiles `p_train_step` for each of this host's batch shapes, all at once, before training.
+
+  Otherwise each length bucket's first batch holds training up for its own compile, one after another
+  (seven of 9-13 s each at `:tiny` on 2 CPU cores). Traced one by one, compiled in threads (XLA releases
+  the GIL); the loop's calls then find each program in jax's caches, as arguments placed alike
+  (`replicate`, `device_batches`) do.
+  """
+  if not batch_shapes:
+    return
+  start = time.perf_counter()
+  zeros = [{k: np.zeros(s.shape, s.dtype) for k, s in shapes.items()} for shapes in batch_shapes]
+  lowered = [p_train_step.lower(replicated, batch, rng, stop_requested) for batch in device_batches(zeros, size=1)]
+  with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:
+    list(pool.map(lambda program: program.compile(), lowered))
+  logging.info('compiled the train step for %d batch shape(s) in %.1f s', len(lowered), time.perf_counter() - start)
 
 
 def stop_requests(requested: bool) -> jax.Array:
   """The pmapped train step's `stop_requested`, already on the local devices (no transfer per step)."""
-  return flax.jax_utils.replicate(jnp.asarray(requested))
+  return replicate(jnp.asarray(requested))
 
 
 def create_state(config: ml_collections.ConfigDict, task: Task, init_rng: jax.Array) -> train_state.TrainState:
@@ -286,16 +338,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     writer = stack.enter_context(MetricWriter(workdir, resume_step=step))
 
     # Train.
-    replicated = flax.jax_utils.replicate(state)
-    rng = flax.jax_utils.replicate(jnp.asarray(record['rng'], jnp.uint32))
-    batches = flax.jax_utils.prefetch_to_device(map(shard, task.train_batches(step)), size=2)
+    replicated = replicate(state)
+    rng = replicate(jnp.asarray(record['rng'], jnp.uint32))
+    batches = device_batches(task.train_batches(step), size=2)
     flags = _StepFlags()
     window = _Window(step)
     learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
     requests = {requested: stop_requests(requested) for requested in (False, True)}
     earlier_runs = record.get('runs', [])  # Checkpoints written before runs were recorded have none.
-    logging.info('compiling the train step (the first step waits for it)')
     run_start = time.perf_counter()
+    compile_train_steps(p_train_step, replicated, rng, requests[False], task.train_batch_shapes)
 
     def with_this_run(record: dict, step: int) -> dict:
       """`record` with this run's span and training time so far, as every checkpoint saves it."""
@@ -304,8 +356,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
 
     while not done:
       replicated, metrics, info = p_train_step(replicated, next(batches), rng, requests[signals.requested()])
-      if step == first_step:  # Dispatch returns once the step is compiled.
-        logging.info('compiled the train step in %.1f s', time.perf_counter() - run_start)
       step += 1
       window.add(metrics, info)
       signalled = flags.add(info)
@@ -442,13 +492,13 @@ def _test_best(checkpoints: Checkpoints, template: train_state.TrainState, p_eva
                task: Task) -> dict[str, Any]:
   best_step, state, record = checkpoints.restore_best(template)
   return {'best_step': best_step, 'validation': record['best']['validation']} | _test_scores(
-      p_eval_step, flax.jax_utils.replicate(state.params), task, 'best', f'best step {best_step}')
+      p_eval_step, replicate(state.params), task, 'best', f'best step {best_step}')
 
 
 def _test_average(checkpoints: Checkpoints, template: Params, p_eval_step: Callable, task: Task) -> dict[str, Any]:
   """Validation and test scores of the mean of the kept evaluated parameters (fairseq's average_checkpoints)."""
   steps, params = checkpoints.restore_evaluated(template)
-  replicated = flax.jax_utils.replicate(average_parameters(params))
+  replicated = replicate(average_parameters(params))
   what = f'average of steps {steps[0]}-{steps[-1]}'
   validation = evaluate(p_eval_step, replicated, task.eval_batches('validation'), f'{what}: evaluating on validation')
   if task.score_validation:

@@ -124,13 +124,24 @@ def read_translations(path: str, count: int) -> list[str]:
   return lines
 
 
+def _bucketing(config: ml_collections.ConfigDict) -> dict:
+  """The length-bucketing arguments of `ArrayDataset`'s bucketed batches and their shapes."""
+  return dict(buckets=config.data.length_buckets, lengths_key='lengths', sequence_keys=('inputs', 'targets'),
+              seed=config.seed, max_tokens=config.training.max_tokens, multiple_of=jax.device_count())
+
+
 def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:
   if config.data.length_buckets:
-    return dataset.bucketed_train_batches(
-        config.training.batch_size, buckets=config.data.length_buckets, lengths_key='lengths',
-        sequence_keys=('inputs', 'targets'), seed=config.seed, start=start, max_tokens=config.training.max_tokens,
-        multiple_of=jax.device_count())
+    return dataset.bucketed_train_batches(config.training.batch_size, start=start, **_bucketing(config))
   return dataset.train_batches(config.training.batch_size, seed=config.seed, start=start)
+
+
+def train_batch_shapes(dataset: ArrayDataset, config: ml_collections.ConfigDict
+                       ) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:
+  """The shapes `train_batches` yields: one per length bucket."""
+  if config.data.length_buckets:
+    return dataset.bucketed_train_batch_shapes(config.training.batch_size, **_bucketing(config))
+  return (dataset.train_batch_shape(config.training.batch_size),)
 
 
 def read_text(data: ml_collections.ConfigDict, split: str) -> input_pipeline.ParallelText:
@@ -223,6 +234,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
       init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
       metrics=functools.partial(translation_metrics, model, config.loss),
       train_batches=functools.partial(train_batches, datasets['train'], config),
+      train_batch_shapes=train_batch_shapes(datasets['train'], config),
       eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size, lengths_key='lengths',
                                                               sequence_keys=('inputs', 'targets')),
       selection_metric=config.evaluation.selection_metric,
