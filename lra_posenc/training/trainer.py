@@ -208,7 +208,7 @@ def compile_train_steps(p_train_step: Callable, replicated: train_state.TrainSta
   """Compiles `p_train_step` for each of this host's batch shapes, all at once, before training.
 
   Otherwise each length bucket's first batch holds training up for its own compile, one after another
-  (seven of 9-13 s each at `:tiny` on 2 CPU cores). Traced one by one, compiled in threads (XLA releases
+  (six of 10-13 s each at `:tiny` on 2 CPU cores). Traced one by one, compiled in threads (XLA releases
   the GIL); the loop's calls then find each program in jax's caches, as arguments placed alike
   (`replicate`, `device_batches`) do.
   """
