@@ -20,11 +20,12 @@ XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Runs compiling t
 set, as every run inherits this script's environment. Finished runs (results.json)
 are skipped and interrupted ones resume from their checkpoints, so re-running the command
 completes a sweep; adding seeds or variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
-  runs.csv       one row per run: test scores, best validation score and its step, steps to the target,
-                 training and wall time (and the averaged checkpoint's test and validation scores, where
-                 evaluation.average_last > 0);
-  summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column;
-  summary.md     the same as a Markdown table;
+  runs.csv       one row per run: test scores, best validation score and its step, the step training
+                 ended at, steps to the target, training and wall time (and the averaged checkpoint's test
+                 and validation scores, where evaluation.average_last > 0);
+  summary.json   per variant: mean, std (over seeds, ddof=1) and values of each column, and the seeds
+                 whose best checkpoint is their last step (still improving when training ended);
+  summary.md     the same as a Markdown table, with a line naming those runs;
   convergence.png  validation metric against step, mean over seeds with a min-max band.
 --tabulate_only rebuilds these from the runs already there.
 """
@@ -108,6 +109,7 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
       row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
   row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
   row['best step'] = results['best_step']
+  row['last step'] = results.get('step')  # Where training ended: the step budget, patience or a signal.
   averaged = results.get('averaged')  # evaluation.average_last > 0: the mean of the last checkpoints, scored too.
   if averaged:
     for split, scores in averaged['test_sets'].items():
@@ -131,12 +133,29 @@ def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
     own = [row for row in rows if row['variant'] == variant.spec]
     if not own:
       continue
-    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own], 'columns': {}}
+    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own], 'columns': {},
+               'seeds best at last step': [row['seed'] for row in own if _best_at_last_step(row)]}
     for column in columns:
       values = [row.get(column) for row in own]
       summary['columns'][column] = {'values': values, **mean_and_std(values)}
     summaries.append(summary)
   return summaries
+
+
+def _best_at_last_step(row: dict) -> bool:
+  """Whether a run's best checkpoint is the step its training ended at: validation was still rising."""
+  return row['best step'] == row.get('last step')  # Runs older than the 'last step' column are never flagged.
+
+
+def budget_note(summaries: Sequence[dict]) -> str:
+  """A line naming the runs whose best checkpoint is their last step, whose scores are therefore those of
+  a budget, not of a plateau; empty when there are none."""
+  runs = [f"{summary['variant']} seed {seed}" for summary in summaries for seed in summary['seeds best at last step']]
+  if not runs:
+    return ''
+  return (f'\nBest checkpoint at the last step, validation still rising when training ended ({len(runs)} of '
+          f"{sum(len(summary['seeds']) for summary in summaries)} runs; scores of this budget, not of a plateau): "
+          f"{', '.join(runs)}.\n")
 
 
 def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
@@ -197,8 +216,8 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   summaries = summarize(rows, variants)
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
-  table = markdown_table(summaries, digits={'steps': 0, 'best step': 0, 'minutes': 1, 'validation': 3,
-                                           'accuracy': 3, 'bleu': 2})
+  table = markdown_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
+  table += budget_note(summaries)
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,

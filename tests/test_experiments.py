@@ -87,6 +87,23 @@ def test_summary_is_mean_and_sample_std_over_seeds():
   assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
 
 
+def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table():
+  """Best at the step training ended (budget reached while improving) is flagged; a run stopped by patience
+  after its best, and an older run that does not say where it ended, are not."""
+  rows = [{'variant': 'a', 'seed': 0, 'best step': 3000, 'last step': 3000},
+          {'variant': 'a', 'seed': 1, 'best step': 4500, 'last step': 6500},
+          {'variant': 'b', 'seed': 0, 'best step': 3000, 'last step': None},
+          {'variant': 'b', 'seed': 2, 'best step': 2750, 'last step': 2750}]
+  summaries = sweep.summarize(rows, [sweeps.Variant(name, name, ()) for name in ('a', 'b')])
+  assert [s['seeds best at last step'] for s in summaries] == [[0], [2]]
+  assert sweep.budget_note(summaries) == ('\nBest checkpoint at the last step, validation still rising when training '
+                                          'ended (2 of 4 runs; scores of this budget, not of a plateau): a seed 0, '
+                                          'b seed 2.\n')
+  assert sweep.budget_note(sweep.summarize(rows[1:3], [sweeps.Variant(n, n, ()) for n in ('a', 'b')])) == ''
+  table = sweep.markdown_table(summaries, digits={'step': 0})
+  assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
+
+
 def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
   task = TASKS['translation']
   for name, scores in (('new', {'bleu': 21.5, 'tokenized_bleu': 33.25, 'accuracy': 0.5}),
@@ -153,8 +170,11 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_f
   with open(os.path.join(output_dir, 'none', 'seed_1', 'results.json')) as f:
     assert float(rows[1]['test accuracy']) == json.load(f)['test']['accuracy']
   assert {r['steps to validation accuracy 0'] for r in rows} == {'4'}  # Target 0: reached at the first validation.
+  assert {r['last step'] for r in rows} == {'12'}  # Every run trained its whole budget.
   with open(os.path.join(output_dir, 'summary.json')) as f:
     summary = json.load(f)
+  assert [[int(r['seed']) for r in rows if r['variant'] == s['variant'] and r['best step'] == '12'] for s in summary] == [
+      s['seeds best at last step'] for s in summary]
   values = [float(r['test accuracy']) for r in rows[:2]]
   assert summary[0]['columns']['test accuracy']['mean'] == pytest.approx(np.mean(values))
   assert os.path.getsize(os.path.join(output_dir, 'convergence.png')) > 0
@@ -168,7 +188,7 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_f
   before = os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json'))
   capsys.readouterr()
   sweep.main(arguments)
-  assert 'training' not in capsys.readouterr().out
+  assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith('training ')]
   assert os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json')) == before
 
 
