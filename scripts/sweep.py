@@ -144,7 +144,7 @@ def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
 
 def _best_at_last_step(row: dict) -> bool:
   """Whether a run's best checkpoint is the step its training ended at: validation was still rising."""
-  return row['best step'] == row.get('last step')  # Runs older than the 'last step' column are never flagged.
+  return row.get('last step') is not None and row.get('best step') == row['last step']  # Older runs: never.
 
 
 def budget_note(summaries: Sequence[dict]) -> str:
