@@ -94,12 +94,13 @@ def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table
           {'variant': 'a', 'seed': 1, 'best step': 4500, 'last step': 6500},
           {'variant': 'b', 'seed': 0, 'best step': 3000, 'last step': None},
           {'variant': 'b', 'seed': 2, 'best step': 2750, 'last step': 2750}]
-  summaries = sweep.summarize(rows, [sweeps.Variant(name, name, ()) for name in ('a', 'b')])
+  variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
+  summaries = sweep.summarize(rows, variants)
   assert [s['seeds best at last step'] for s in summaries] == [[0], [2]]
   assert sweep.budget_note(summaries) == ('\nBest checkpoint at the last step, validation still rising when training '
                                           'ended (2 of 4 runs; scores of this budget, not of a plateau): a seed 0, '
                                           'b seed 2.\n')
-  assert sweep.budget_note(sweep.summarize(rows[1:3], [sweeps.Variant(n, n, ()) for n in ('a', 'b')])) == ''
+  assert sweep.budget_note(sweep.summarize(rows[1:3], variants)) == ''
   table = sweep.markdown_table(summaries, digits={'step': 0})
   assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
 
