@@ -52,6 +52,7 @@ from lra_posenc.training.trainer import write_json  # noqa: E402
 
 RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'
+LABEL_COLUMNS = ('variant', 'seed', 'device')  # A run's labels; every other column of a row is a figure.
 
 
 def parse_setting(text: str) -> tuple[str, str]:
@@ -103,7 +104,7 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
   results = _read_json(os.path.join(workdir, RESULTS_FILE))
   if results is None:
     return None
-  row = {'variant': variant.spec, 'seed': seed}
+  row = {'variant': variant.spec, 'seed': seed, 'device': trained_on(results.get('provenance'))}
   for split, scores in results['test_sets'].items():
     for metric in task.test_metrics:
       row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
@@ -124,16 +125,31 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
   return row
 
 
+def trained_on(provenance: dict | None) -> str | None:
+  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC)', 'NVIDIA H100 80GB HBM3');
+  None for a run older than the record."""
+  if not provenance:
+    return None
+  devices = provenance['devices']
+  if devices['platform'] == 'cpu':
+    model = provenance.get('host_cpu', {}).get('model')  # Runs before 2026-11-23 lack the host CPU.
+    name = f'CPU ({model})' if model else 'CPU'
+  else:
+    name = devices['kind']
+  return f"{devices['count']} x {name}" if devices['count'] > 1 else name
+
+
 def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
   """Per variant: for every numeric column of any row, the values over seeds (None where a run lacks the
   column), their mean and std (ddof=1)."""
-  columns = [c for c in dict.fromkeys(column for row in rows for column in row) if c not in ('variant', 'seed')]
+  columns = [c for c in dict.fromkeys(column for row in rows for column in row) if c not in LABEL_COLUMNS]
   summaries = []
   for variant in variants:
     own = [row for row in rows if row['variant'] == variant.spec]
     if not own:
       continue
-    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own], 'columns': {},
+    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own],
+               'devices': [row.get('device') for row in own], 'columns': {},
                'seeds best at last step': [row['seed'] for row in own if _best_at_last_step(row)]}
     for column in columns:
       values = [row.get(column) for row in own]
@@ -156,6 +172,19 @@ def budget_note(summaries: Sequence[dict]) -> str:
   return (f'\nBest checkpoint at the last step, validation still rising when training ended ({len(runs)} of '
           f"{sum(len(summary['seeds']) for summary in summaries)} runs; scores of this budget, not of a plateau): "
           f"{', '.join(runs)}.\n")
+
+
+def device_note(summaries: Sequence[dict]) -> str:
+  """A line naming where each run trained when the runs used more than one kind of device (their train
+  minutes then compare only within one); empty when they all used one."""
+  runs = {}
+  for summary in summaries:
+    for seed, device in zip(summary['seeds'], summary['devices']):
+      runs.setdefault(device or 'not recorded', []).append(f"{summary['variant']} seed {seed}")
+  if len(runs) < 2:
+    return ''
+  return ('\nTrained on more than one kind of device (train minutes compare within one only): '
+          + '; '.join(f"{device}: {', '.join(names)}" for device, names in runs.items()) + '.\n')
 
 
 def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
@@ -217,7 +246,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
   table = markdown_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
-  table += budget_note(summaries)
+  table += budget_note(summaries) + device_note(summaries)
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,

@@ -105,6 +105,29 @@ def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table
   assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
 
 
+def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
+  """Train minutes of a GPU run beside CPU runs mean nothing unless the table says which ran where; the
+  device is a label, not a figure averaged over seeds. Runs on one kind of device get no note."""
+  cpu = {'platform': 'cpu', 'kind': 'cpu', 'count': 1}
+  provenances = {0: {'devices': cpu, 'host_cpu': {'model': 'AMD EPYC'}}, 1: {'devices': cpu},
+                 2: {'devices': {'platform': 'gpu', 'kind': 'NVIDIA H100 80GB HBM3', 'count': 2}}, 3: None}
+  variant = sweeps.Variant('rope', 'rope', ())
+  rows = []
+  for seed, provenance in provenances.items():
+    os.makedirs(tmp_path / str(seed))
+    with open(tmp_path / str(seed) / 'results.json', 'w') as f:
+      json.dump({'test_sets': {'test': {'bleu': 20.0 + seed}}, 'validation': {'accuracy': 0.4}, 'best_step': 10,
+                 **({'provenance': provenance} if provenance else {})}, f)
+    rows.append(sweep.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
+  assert [row['device'] for row in rows] == ['CPU (AMD EPYC)', 'CPU', '2 x NVIDIA H100 80GB HBM3', None]
+  (summary,) = sweep.summarize(rows, [variant])
+  assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
+  assert sweep.device_note([summary]) == (
+      '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC): rope '
+      'seed 0; CPU: rope seed 1; 2 x NVIDIA H100 80GB HBM3: rope seed 2; not recorded: rope seed 3.\n')
+  assert sweep.device_note(sweep.summarize(rows[:1], [variant])) == ''
+
+
 def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
   task = TASKS['translation']
   for name, scores in (('new', {'bleu': 21.5, 'tokenized_bleu': 33.25, 'accuracy': 0.5}),
