@@ -126,14 +126,17 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
 
 
 def trained_on(provenance: dict | None) -> str | None:
-  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC)', 'NVIDIA H100 80GB HBM3');
+  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC, family 25 model 1)',
+  'NVIDIA H100 80GB HBM3');
   None for a run older than the record."""
   if not provenance:
     return None
   devices = provenance['devices']
   if devices['platform'] == 'cpu':
-    model = provenance.get('host_cpu', {}).get('model')  # Runs before 2026-11-23 lack the host CPU.
-    name = f'CPU ({model})' if model else 'CPU'
+    cpu = provenance.get('host_cpu', {})  # Runs before 2026-11-23 lack the host CPU, older ones its model number.
+    # One model name ("AMD EPYC") covers hosts of different speeds; family and model number tell them apart.
+    number = f", family {cpu['family']} model {cpu['model_number']}" if cpu.get('model_number') is not None else ''
+    name = f"CPU ({cpu['model']}{number})" if cpu.get('model') else 'CPU'
   else:
     name = devices['kind']
   return f"{devices['count']} x {name}" if devices['count'] > 1 else name
