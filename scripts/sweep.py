@@ -47,6 +47,7 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_override,  # noqa: E402
                                parse_variant, save_line_plot)
 from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
+from lra_posenc.training import provenance  # noqa: E402
 from lra_posenc.training.metric_writer import read_history  # noqa: E402
 from lra_posenc.training.trainer import write_json  # noqa: E402
 
@@ -125,18 +126,19 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
   return row
 
 
-def trained_on(provenance: dict | None) -> str | None:
-  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC, family 25 model 1)',
-  'NVIDIA H100 80GB HBM3');
-  None for a run older than the record."""
-  if not provenance:
+def trained_on(run_provenance: dict | None) -> str | None:
+  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC (family 25, model 1; avx2,
+  fma), 2 cores)', 'NVIDIA H100 80GB HBM3'); None for a run older than the record.
+
+  A CPU is named with its family and model number, which tell apart hosts of one model name and different
+  speeds; runs before 2026-11-23 recorded no host CPU.
+  """
+  if not run_provenance:
     return None
-  devices = provenance['devices']
+  devices = run_provenance['devices']
   if devices['platform'] == 'cpu':
-    cpu = provenance.get('host_cpu', {})  # Runs before 2026-11-23 lack the host CPU, older ones its model number.
-    # One model name ("AMD EPYC") covers hosts of different speeds; family and model number tell them apart.
-    number = f", family {cpu['family']} model {cpu['model_number']}" if cpu.get('model_number') is not None else ''
-    name = f"CPU ({cpu['model']}{number})" if cpu.get('model') else 'CPU'
+    cpu = run_provenance.get('host_cpu')
+    name = f'CPU ({provenance.describe_cpu(cpu)})' if cpu else 'CPU'
   else:
     name = devices['kind']
   return f"{devices['count']} x {name}" if devices['count'] > 1 else name

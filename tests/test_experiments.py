@@ -109,8 +109,9 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
   """Train minutes of a GPU run beside CPU runs mean nothing unless the table says which ran where; the
   device is a label, not a figure averaged over seeds. Runs on one kind of device get no note."""
   cpu = {'platform': 'cpu', 'kind': 'cpu', 'count': 1}
-  provenances = {0: {'devices': cpu, 'host_cpu': {'model': 'AMD EPYC', 'family': 25, 'model_number': 1}},
-                 1: {'devices': cpu, 'host_cpu': {'model': 'AMD EPYC'}}, 2: {'devices': cpu},
+  zen3 = {'model': 'AMD EPYC', 'family': 25, 'model_number': 1, 'vector_extensions': ['avx2', 'fma'], 'cores': 2}
+  provenances = {0: {'devices': cpu, 'host_cpu': zen3},
+                 1: {'devices': cpu, 'host_cpu': {'model': 'AMD EPYC', 'cores': 2}}, 2: {'devices': cpu},
                  3: {'devices': {'platform': 'gpu', 'kind': 'NVIDIA H100 80GB HBM3', 'count': 2}}, 4: None}
   variant = sweeps.Variant('rope', 'rope', ())
   rows = []
@@ -120,14 +121,14 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
       json.dump({'test_sets': {'test': {'bleu': 20.0 + seed}}, 'validation': {'accuracy': 0.4}, 'best_step': 10,
                  **({'provenance': provenance} if provenance else {})}, f)
     rows.append(sweep.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
-  assert [row['device'] for row in rows] == ['CPU (AMD EPYC, family 25 model 1)', 'CPU (AMD EPYC)', 'CPU',
-                                             '2 x NVIDIA H100 80GB HBM3', None]
+  assert [row['device'] for row in rows] == ['CPU (AMD EPYC (family 25, model 1; avx2, fma), 2 cores)',
+                                             'CPU (AMD EPYC, 2 cores)', 'CPU', '2 x NVIDIA H100 80GB HBM3', None]
   (summary,) = sweep.summarize(rows, [variant])
   assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
   assert sweep.device_note([summary]) == (
-      '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC, family 25 '
-      'model 1): rope seed 0; CPU (AMD EPYC): rope seed 1; CPU: rope seed 2; 2 x NVIDIA H100 80GB HBM3: rope seed 3; '
-      'not recorded: rope seed 4.\n')
+      '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC (family 25, '
+      'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU: rope seed 2; '
+      '2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
   assert sweep.device_note(sweep.summarize(rows[:1], [variant])) == ''
 
 
