@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lra_posenc import benchmarking, encodings  # noqa: E402
 from lra_posenc.tasks import TASKS  # noqa: E402
-from lra_posenc.training import cli, provenance  # noqa: E402
+from lra_posenc.training import cli, distributed, provenance  # noqa: E402
 from lra_posenc.validation import check_choice  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -135,7 +135,8 @@ def scaling(device_counts: list[int]) -> dict:
   for count in device_counts:
     with tempfile.TemporaryDirectory() as scratch:
       out = os.path.join(scratch, 'run.json')
-      env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={count}', 'JAX_PLATFORMS': 'cpu'}
+      env = distributed.with_xla_flags(os.environ, f'--xla_force_host_platform_device_count={count}') | {
+          'JAX_PLATFORMS': 'cpu'}
       subprocess.run([sys.executable, os.path.abspath(__file__), *forwarded, f'--encodings={_encodings()[0]}',
                       f'--out={out}'], env=env, check=True)
       with open(out) as f:
@@ -164,7 +165,7 @@ def memory_grid(config) -> dict:
   if jax.default_backend() == 'cpu' and MEMORY_SCHEDULER_FLAG not in os.environ.get('XLA_FLAGS', ''):
     with tempfile.TemporaryDirectory() as scratch:
       out = os.path.join(scratch, 'memory.json')
-      env = os.environ | {'XLA_FLAGS': f'{os.environ.get("XLA_FLAGS", "")} {MEMORY_SCHEDULER_FLAG}'.strip()}
+      env = distributed.with_xla_flags(os.environ, MEMORY_SCHEDULER_FLAG)
       forwarded = [a for a in sys.argv[1:] if not a.startswith('--out')]
       subprocess.run([sys.executable, os.path.abspath(__file__), *forwarded, f'--out={out}'], env=env, check=True)
       with open(out) as f:

@@ -23,18 +23,27 @@ from configs.listops import lra  # noqa: E402
 from configs.translation import multi30k  # noqa: E402
 from lra_posenc.data import listops  # noqa: E402
 from lra_posenc.listops import train  # noqa: E402
-from lra_posenc.training import trainer  # noqa: E402
+from lra_posenc.training import distributed, trainer  # noqa: E402
 from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def pytest_configure(config):
-  """One XLA compilation cache for the session, this process and the processes tests start.
+# LLVM's optimisation level for the code XLA:CPU generates. The tests' programs are tiny, so compiling
+# them, not running them, is most of the suite's time, and -O0 compiles several times faster (a
+# one-layer model's initialisation: 7.8 s at the default, 2.8 s at 0). Results then differ from the
+# default's in the last bits (about 1e-7 relative), so every run a test compares with another, in
+# this process or one it starts, is computed under the same flags.
+TEST_XLA_FLAGS = ('--xla_backend_optimization_level=0',)
 
-  Tests compile the same small programs again and again (a run and its resumed twin, one
-  config in several processes); compiling dominates their time on CPU. A cache hit loads
-  the executable XLA built for the identical program, so results are unchanged.
+
+def pytest_configure(config):
+  """XLA's settings for the session, in this process and the processes tests start.
+
+  Before the first computation, so this process's backend starts with them: one compilation
+  cache (tests compile the same small programs again and again: a run and its resumed twin,
+  one config in several processes; a cache hit loads the executable XLA built for the
+  identical program, so results are unchanged) and TEST_XLA_FLAGS.
   """
   directory = tempfile.mkdtemp(prefix='lra_posenc_tests_xla_cache_')
   config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
@@ -43,6 +52,7 @@ def pytest_configure(config):
   for name, value in settings.items():
     jax.config.update(name, value)
     os.environ[name.upper()] = str(value)
+  os.environ['XLA_FLAGS'] = distributed.with_xla_flags(os.environ, *TEST_XLA_FLAGS)['XLA_FLAGS']
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, longer_than=2, shorter_than=24)
@@ -144,7 +154,8 @@ def run_listops(config, workdir, should_stop=None):
 
 def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1, cwd=None) -> subprocess.Popen:
   """tests/train_worker.py in a new process with `devices` CPU devices; `options` are its flags."""
-  env = os.environ | {'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}', 'JAX_PLATFORMS': 'cpu'}
+  env = distributed.with_xla_flags(os.environ, f'--xla_force_host_platform_device_count={devices}') | {
+      'JAX_PLATFORMS': 'cpu'}
   command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
   return subprocess.Popen(command + list(options), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           cwd=cwd)

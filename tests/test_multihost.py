@@ -14,6 +14,7 @@ import pytest
 
 from conftest import (assert_same_parameters, free_port, group_failures, group_results, start_worker, wait_for,
                       worker_group, worker_results)
+from lra_posenc.training import distributed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow  # Every test starts processes of its own.
@@ -205,3 +206,13 @@ def test_an_unreachable_coordinator_is_named_after_the_timeout():
   finished = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert finished.returncode == 1
   assert f'ConnectionError: process 1 of 2 could not reach the coordinator at {address}' in finished.stderr
+
+
+def test_a_process_given_a_device_count_keeps_its_parents_other_xla_flags():
+  parent = os.environ | {'XLA_FLAGS': '--xla_force_host_platform_device_count=4 --xla_cpu_enable_fast_math=false'}
+  child = distributed.with_xla_flags(parent, '--xla_force_host_platform_device_count=3') | {'JAX_PLATFORMS': 'cpu'}
+  assert child['XLA_FLAGS'] == '--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3'
+  assert parent['XLA_FLAGS'].startswith('--xla_force_host_platform_device_count=4')
+  finished = subprocess.run([sys.executable, '-c', 'import jax; print(jax.local_device_count())'], env=child,
+                            capture_output=True, text=True, timeout=120)
+  assert finished.stdout.split() == ['3'], finished.stderr[-2000:]

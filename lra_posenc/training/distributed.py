@@ -7,7 +7,7 @@ checkpoint can be read) is gathered from all of them, so every host acts alike.
 """
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import jax
 import numpy as np
@@ -47,6 +47,17 @@ def _wait_for_coordinator(address: str, deadline: float, who: str) -> None:
         raise ConnectionError(f'{who} could not reach the coordinator at {address} ({error}); start process 0 '
                               'first, check the address and port, or raise --distributed_timeout') from None
       time.sleep(0.5)
+
+
+def with_xla_flags(environment: Mapping[str, str], *flags: str) -> dict[str, str]:
+  """`environment` with `flags` added to its XLA_FLAGS, each replacing an earlier value of the same flag.
+
+  For a process started with forced CPU devices or another XLA option: it keeps the flags its
+  parent was given (a user's, the test suite's) rather than losing them.
+  """
+  names = {flag.split('=', 1)[0] for flag in flags}
+  kept = [flag for flag in environment.get('XLA_FLAGS', '').split() if flag.split('=', 1)[0] not in names]
+  return {**environment, 'XLA_FLAGS': ' '.join(kept + list(flags))}
 
 
 def is_primary() -> bool:
