@@ -23,6 +23,10 @@ An encoding that cannot extrapolate (learned, chebyshev with its max_len normali
 is reported as such for the buckets it cannot read. Writes runs.csv, summary.json,
 summary.md and length_generalisation.png into SWEEP_DIR/length_generalisation (or --report_dir).
 Each run's scores are kept in its workdir (length_scores.json), so a re-run scores only new runs.
+
+With --paired_with=RUNS_CSV (another report's runs.csv: the same encodings and seeds trained
+differently, e.g. for fewer steps) it also writes paired.md and paired.json: per encoding and
+bucket, both means and each seed's change, runs paired by encoding and seed directory.
 """
 import argparse
 import csv
@@ -173,6 +177,56 @@ def summarize(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
   return summary
 
 
+def read_runs_csv(path: str) -> list[dict]:
+  """The rows of a report's runs.csv, scores as floats; an empty score (cannot extrapolate) is None."""
+  with open(path, newline='') as f:
+    return [row | {'score': float(row['score']) if row['score'] else None} for row in csv.DictReader(f)]
+
+
+def paired_changes(rows: Sequence[dict], earlier: Sequence[dict]) -> dict[str, dict[str, dict]]:
+  """variant -> bucket -> seeds, scores here ('now'), in `earlier` ('before') and each seed's change.
+
+  A run is paired with the earlier run of its variant and seed directory (seed_S); a seed, or a
+  bucket, without a score on both sides is left out, so every change is one seed's own.
+  """
+  def key(row: dict) -> tuple[str, str, str]:
+    return row['variant'], os.path.basename(os.path.normpath(row['workdir'])), row['bucket']
+
+  before = {key(row): row['score'] for row in earlier}
+  paired: dict[str, dict[str, dict]] = {}
+  for row in rows:
+    variant, seed, bucket = key(row)
+    if row['score'] is None or before.get(key(row)) is None:
+      continue
+    cell = paired.setdefault(variant, {}).setdefault(bucket, {'seeds': [], 'now': [], 'before': [], 'changes': []})
+    cell['seeds'].append(seed)
+    cell['now'].append(row['score'])
+    cell['before'].append(before[key(row)])
+    cell['changes'].append(row['score'] - before[key(row)])
+  return paired
+
+
+def paired_table(paired: dict, buckets: Sequence[str], earlier: str, digits: int) -> str:
+  """Three rows per variant: this report's mean ± std, the earlier one's, and the mean change (then each seed's)."""
+  lines = [f'Paired with {earlier}, by encoding and seed.', '',
+           '| variant | runs | ' + ' | '.join(buckets) + ' |', '| --- ' * (len(buckets) + 2) + '|']
+  for variant, cells in paired.items():
+    rows = {'this report': [], 'paired with': [], 'change, per seed': []}
+    for bucket in buckets:
+      cell = cells.get(bucket)
+      if cell is None:
+        for row in rows.values():
+          row.append('')
+        continue
+      rows['this report'].append(mean_std_cell(mean_and_std(cell['now']), digits))
+      rows['paired with'].append(mean_std_cell(mean_and_std(cell['before']), digits))
+      changes = ', '.join(f'{change:+.{digits}f}' for change in cell['changes'])
+      rows['change, per seed'].append(f"{mean_and_std(cell['changes'])['mean']:+.{digits}f} ({changes})")
+    for i, (label, row) in enumerate(rows.items()):
+      lines.append(f"| {variant if i == 0 else ''} | {label} | " + ' | '.join(row) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
 def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, digits: int) -> str:
   lines = ['| variant | ' + ' | '.join(buckets) + ' |', '| --- ' * (len(buckets) + 1) + '|']
   for variant, cells in summary.items():
@@ -248,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                       'length).')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
+  parser.add_argument('--paired_with', help="Another report's runs.csv (the same encodings and seeds trained "
+                      'differently): also write paired.md and paired.json, each seed\'s change against it.')
   parser.add_argument('--replot', action='store_true',
                       help="Redraw the plot from REPORT_DIR's summary.json alone (no runs needed); --bounds unused.")
   args = parser.parse_args(argv)
@@ -301,6 +357,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     f.write(table)
   draw(summary, buckets, baseline or None)
   print(table)
+  if args.paired_with:
+    paired = paired_changes(rows, read_runs_csv(args.paired_with))
+    if not paired:
+      raise ValueError(f'--paired_with={args.paired_with}: no run of this report has the same variant, seed '
+                       'directory and bucket there')
+    with open(os.path.join(output_dir, 'paired.json'), 'w') as f:
+      json.dump({'paired_with': args.paired_with, 'variants': paired}, f, indent=2)
+    table = paired_table(paired, buckets, args.paired_with, digits=3 if args.task == 'listops' else 2)
+    with open(os.path.join(output_dir, 'paired.md'), 'w') as f:
+      f.write(table)
+    print(table)
 
 
 if __name__ == '__main__':

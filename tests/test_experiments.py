@@ -157,6 +157,26 @@ def test_the_length_cache_keeps_buckets_in_the_order_scored(tmp_path):
   assert list(length_generalisation.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
 
 
+def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothing_else():
+  def row(variant, seed, bucket, score):
+    return {'variant': variant, 'workdir': f'runs/{variant}/seed_{seed}/', 'bucket': bucket, 'score': score}
+  shifts = {0: 0.05, 1: -0.02, 2: 0.10, 3: 0.0}
+  earlier = [row('rope', seed, bucket, 0.4 + i / 10) for seed in (0, 1, 2) for i, bucket in enumerate(('a', 'b'))]
+  earlier += [row('learned', 0, 'b', None), row('alibi', 0, 'a', 0.3)]
+  rows = [row('rope', seed, bucket, 0.4 + i / 10 + shifts[seed])
+          for seed in (2, 0, 3) for i, bucket in enumerate(('a', 'b'))]  # Seed 3 is not in `earlier`.
+  rows += [row('learned', 0, 'b', 0.2), row('none', 0, 'a', 0.3)]
+  paired = length_generalisation.paired_changes(rows, earlier)
+  assert list(paired) == ['rope'] and list(paired['rope']) == ['a', 'b']
+  for cell in paired['rope'].values():
+    assert cell['seeds'] == ['seed_2', 'seed_0']
+    assert cell['changes'] == pytest.approx([shifts[2], shifts[0]])
+    assert cell['now'] == pytest.approx([b + c for b, c in zip(cell['before'], cell['changes'])])
+  table = length_generalisation.paired_table(paired, ['a', 'b', 'c'], 'old/runs.csv', digits=3)
+  assert '| rope | this report | 0.475 ± 0.035 | 0.575 ± 0.035 |  |' in table
+  assert '|  | change, per seed | +0.075 (+0.100, +0.050) |' in table
+
+
 def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
   """Runs with and without checkpoint averaging in one table: the averaged column reads n/a where absent."""
   rows = [{'variant': 'a', 'seed': 0, 'bleu': 20.0}, {'variant': 'b', 'seed': 0, 'bleu': 21.0, 'averaged bleu': 22.0}]
@@ -246,6 +266,14 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
   with open(os.path.join(output_dir, 'none', 'seed_0', length_generalisation.CACHE_FILE)) as f:
     cache = json.load(f)
   assert list(cache) == ['listops [24, 32, 48] 20']  # A re-run reads these instead of scoring again.
+  # Paired with its own runs (read back from runs.csv), every seed's change is zero.
+  own_runs = os.path.join(output_dir, 'length_generalisation', 'runs.csv')
+  length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--bounds=24,32,48',
+                              '--num_samples=20', f'--paired_with={own_runs}'])
+  with open(os.path.join(output_dir, 'length_generalisation', 'paired.json')) as f:
+    paired = json.load(f)['variants']
+  assert paired['none']['24-31']['seeds'] == ['seed_0', 'seed_1'] and '24-31' not in paired['learned']
+  assert {change for cells in paired.values() for cell in cells.values() for change in cell['changes']} == {0.0}
 
   length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--by=depth'])
   with open(os.path.join(output_dir, 'depth', 'summary.json')) as f:
