@@ -196,13 +196,14 @@ def paired_changes(rows: Sequence[dict], earlier: Sequence[dict]) -> dict[str, d
   paired: dict[str, dict[str, dict]] = {}
   for row in rows:
     variant, seed, bucket = key(row)
-    if row['score'] is None or before.get(key(row)) is None:
+    earlier_score = before.get((variant, seed, bucket))
+    if row['score'] is None or earlier_score is None:
       continue
     cell = paired.setdefault(variant, {}).setdefault(bucket, {'seeds': [], 'now': [], 'before': [], 'changes': []})
     cell['seeds'].append(seed)
     cell['now'].append(row['score'])
-    cell['before'].append(before[key(row)])
-    cell['changes'].append(row['score'] - before[key(row)])
+    cell['before'].append(earlier_score)
+    cell['changes'].append(row['score'] - earlier_score)
   return paired
 
 
