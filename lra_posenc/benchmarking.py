@@ -5,7 +5,11 @@ device synchronised at every window's end, so asynchronous dispatch cannot flatt
 Batches stay in device memory, so only model and optimizer are timed;
 `pipeline_gap` compares that with the real input pipeline and train loop.
 """
+import collections
 import dataclasses
+import glob
+import os
+import re
 import statistics
 import tempfile
 import time
@@ -189,6 +193,42 @@ class TrainStepTimer:
         'peak_bytes_in_use': peak_memory_bytes(),
         'first_step_loss': self.first_step_loss,
     }
+
+
+def operation_times(run_window: Callable[[int], float], steps: int) -> dict[str, Any]:
+  """Where XLA:CPU spends a step: thread seconds and calls per step by operation kind, from a profiler trace.
+
+  XLA:CPU runs each compiled operation (named after its HLO instruction, e.g. `copy_bitcast_fusion.12`)
+  on its threads, and `jax.profiler` records every run there; a kind is that name without its numeric
+  suffix. Runtime internals (names with '::') and end markers are left out. Control flow (`while`,
+  `cond`) also counts the operations it runs, so kinds can add up to more than the threads' time.
+  `run_window(steps)` runs `steps` steps, synchronised, and returns their seconds.
+  """
+  if jax.default_backend() != 'cpu':
+    raise ValueError(f'operation times read XLA:CPU threads; this backend is {jax.default_backend()}: open a '
+                     'jax.profiler trace in XProf instead')
+  with tempfile.TemporaryDirectory() as trace_dir:
+    jax.profiler.start_trace(trace_dir)
+    try:
+      seconds = run_window(steps)
+    finally:
+      jax.profiler.stop_trace()
+    trace, = glob.glob(os.path.join(trace_dir, '**', '*.xplane.pb'), recursive=True)
+    profile = jax.profiler.ProfileData.from_file(trace)
+  spent, calls = collections.Counter(), collections.Counter()
+  for plane in profile.planes:
+    for line in plane.lines:
+      if not line.name.startswith('tf_XLA'):  # XLA's own threads (not Python's).
+        continue
+      for event in line.events:
+        if '::' in event.name or event.name.startswith('end: '):
+          continue
+        kind = re.sub(r'\.\d+$', '', event.name)
+        spent[kind] += event.duration_ns
+        calls[kind] += 1
+  return {'steps': steps, 'step_seconds': seconds / steps,
+          'kinds': [{'kind': kind, 'seconds_per_step': ns / 1e9 / steps, 'calls_per_step': calls[kind] / steps}
+                    for kind, ns in spent.most_common()]}
 
 
 def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, steps_per_window: int

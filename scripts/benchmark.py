@@ -15,6 +15,10 @@ The real input pipeline and train loop against the same batches held on device:
 Data parallelism over forced CPU devices (one process per count; the first-step losses
 must agree, as the global batch is the same):
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --device_counts=1,2,4
+Where XLA:CPU spends the train step, by operation kind (matrix products, copies, reductions...):
+    python scripts/benchmark.py --task=translation --config=configs/translation/multi30k.py:tiny \\
+        --config.training.max_tokens=0 --config.training.batch_size=128 --config.data.max_length=32 \\
+        --profile_ops --steps_per_window=3 --out=runs/benchmark/profile_tiny.json
 XLA's memory estimate of the compiled train step (compiled from shapes, nothing runs, so any
 size fits) in float32 and bfloat16, with and without remat and attention dropout:
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py --memory_grid \\
@@ -60,6 +64,8 @@ flags.DEFINE_string('device_counts', '', 'Comma-separated forced CPU device coun
                     '(on the host CPU, also where an accelerator is present).')
 flags.DEFINE_bool('memory_grid', False, "XLA's memory estimate of the train step over dtype x remat x attention "
                   'dropout (the config\'s own rate, and 0), compiled without running.')
+flags.DEFINE_bool('profile_ops', False, "Where XLA:CPU spends the config's train step: thread time per step by "
+                  'operation kind, traced over --steps_per_window steps.')
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
@@ -183,6 +189,18 @@ def memory_grid(config) -> dict:
   return {'memory': rows}
 
 
+def profile_ops(config, shown: int = 20) -> dict:
+  """`benchmarking.operation_times` of the config's train step after a warm-up window; prints the costliest kinds."""
+  timer = benchmarking.TrainStepTimer(config, TASKS[FLAGS.task].benchmark_workload(config))
+  timer.run_window(FLAGS.steps_per_window)
+  profile = benchmarking.operation_times(timer.run_window, FLAGS.steps_per_window)
+  print(f'{1e3 * profile["step_seconds"]:.1f} ms a step over {FLAGS.steps_per_window} steps; thread time by operation '
+        'kind (while and cond include what they run):')
+  for row in profile['kinds'][:shown]:
+    print(f'{1e3 * row["seconds_per_step"]:9.1f} ms/step {row["calls_per_step"]:8.1f} calls/step  {row["kind"]}')
+  return {'operation_times': profile}
+
+
 def _encodings() -> list[str]:
   if FLAGS.encodings == 'all':
     return list(encodings.REGISTRY)
@@ -212,6 +230,8 @@ def main(argv) -> None:
     results |= scaling([int(c) for c in FLAGS.device_counts.split(',')])
   elif FLAGS.memory_grid:
     results |= memory_grid(config)
+  elif FLAGS.profile_ops:
+    results |= profile_ops(config)
   elif FLAGS.pipeline:
     if not FLAGS.workdir:
       raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')

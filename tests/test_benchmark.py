@@ -1,10 +1,13 @@
 """The benchmark harness: FLOP counts, timing, MFU, decoding, the pipeline gap and the CLI."""
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -193,6 +196,27 @@ def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_di
   assert gap['real_steps_per_second'] > 0 and gap['host_batches_per_second'] > gap['real_steps_per_second']
 
 
+def test_operation_times_name_what_a_step_spends_its_time_on():
+  """A step that is one large sort after a cheap scaling: the sort, once a step, is most of its time."""
+  x = jax.random.normal(jax.random.PRNGKey(0), (1 << 18,))
+  step = jax.jit(lambda x: jnp.sort(1.5 * x))
+  step(x).block_until_ready()
+
+  def run_window(steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+      out = step(x)
+    out.block_until_ready()
+    return time.perf_counter() - start
+
+  profile = benchmarking.operation_times(run_window, 4)
+  top = profile['kinds'][0]
+  assert (top['kind'], top['calls_per_step']) == ('sort', 1.0)
+  assert 0.5 * profile['step_seconds'] < top['seconds_per_step'] <= profile['step_seconds']
+  # Kinds drop the instruction's number and leave out the runtime's own events.
+  assert not any(re.search(r'\.\d+$|::', row['kind']) for row in profile['kinds'])
+
+
 def run_cli(*args: str) -> str:
   completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *args],
                              capture_output=True, text=True, timeout=600, env=os.environ | {'JAX_PLATFORMS': 'cpu'})
@@ -233,6 +257,18 @@ def test_cli_scaling_over_forced_devices_keeps_the_loss(tmp_path):
   assert results['platform'] == 'cpu' and 'local_devices' not in results
   np.testing.assert_allclose(runs['2']['first_step_loss'], runs['1']['first_step_loss'], rtol=1e-5)
   assert 'speed-up' in stdout
+
+
+@pytest.mark.slow
+def test_cli_profiles_the_train_step_by_operation_kind(tmp_path):
+  out = tmp_path / 'profile.json'
+  stdout = run_cli(*SMALL_CLI, '--profile_ops', f'--out={out}')
+  profile = json.loads(out.read_text())['operation_times']
+  assert profile['steps'] == 2 and profile['step_seconds'] > 0
+  # The costliest kinds first; a train step runs many kinds of operation.
+  seconds = [row['seconds_per_step'] for row in profile['kinds']]
+  assert seconds == sorted(seconds, reverse=True) and len(seconds) > 5
+  assert 'ms a step over 2 steps' in stdout and profile['kinds'][0]['kind'] in stdout
 
 
 @pytest.mark.parametrize('flags, message', [
