@@ -32,6 +32,18 @@ def test_neighbours_drawn_from_one_word_are_independent():
   assert abs(agree - expected) < 5 * np.sqrt(expected * (1 - expected) / len(pairs))
 
 
+@pytest.mark.parametrize('shape', [(7,), (3, 5, 9), (64, 33)])
+def test_the_mask_layout_is_the_one_committed_runs_trained_with(shape):
+  """Element 2i is kept when the high 16 bits of word i of `jax.random.bits(rng, ceil(n / 2))` are below
+  (1 - rate) 2^16, element 2i + 1 when the low 16 bits are: any other layout would change every run."""
+  rng, rate = jax.random.PRNGKey(3), 0.2
+  size = int(np.prod(shape))
+  words = np.asarray(jax.random.bits(rng, (-(-size // 2),), jnp.uint32))
+  draws = np.stack([words >> 16, words & 0xFFFF], axis=-1).reshape(-1)[:size].reshape(shape)
+  expected = draws < round((1 - rate) * 2 ** 16)
+  np.testing.assert_array_equal(np.asarray(dropout(jnp.ones(shape), rate, rng)) != 0, expected)
+
+
 def test_kept_elements_are_scaled_so_the_expectation_is_the_input():
   x = jax.random.normal(jax.random.PRNGKey(1), (SIZE,))
   out = np.asarray(dropout(x, 0.1, jax.random.PRNGKey(2)))
