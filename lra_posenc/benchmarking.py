@@ -124,9 +124,10 @@ def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> 
   batch = workload.batch(config.training.batch_size, np.random.default_rng(0))
   batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct((devices, x.shape[0] // devices) + x.shape[1:], x.dtype), batch)
   rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+  state, rng, no_stop = jax.tree.map(per_device, state), per_device(rng), jax.ShapeDtypeStruct((devices,), jnp.bool_)
   p_train_step, _ = trainer.pmapped_steps(workload.task)
-  compiled = p_train_step.lower(jax.tree.map(per_device, state), batch, per_device(rng),
-                                jax.ShapeDtypeStruct((devices,), jnp.bool_)).compile()
+  sums = trainer.zero_sums(workload.task, state, batch, rng, no_stop)
+  compiled = p_train_step.lower(state, sums, batch, rng, no_stop).compile()
   stats = compiled.memory_analysis()
   return {'argument_bytes': stats.argument_size_in_bytes, 'output_bytes': stats.output_size_in_bytes,
           'alias_bytes': stats.alias_size_in_bytes, 'temp_bytes': stats.temp_size_in_bytes,
@@ -146,19 +147,20 @@ class TrainStepTimer:
     self._state = trainer.replicate(trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
     self._rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
     self._no_stop = trainer.stop_requests(False)
+    self._zero_sums = trainer.zero_sums(workload.task, self._state, self._batch, self._rng, self._no_stop)
     p_train_step, _ = trainer.pmapped_steps(workload.task)
     start = time.perf_counter()
-    self._step = p_train_step.lower(self._state, self._batch, self._rng, self._no_stop).compile()
+    self._step = p_train_step.lower(self._state, self._zero_sums, self._batch, self._rng, self._no_stop).compile()
     self.compile_seconds = time.perf_counter() - start
-    self._state, metrics, _ = self._step(self._state, self._batch, self._rng, self._no_stop)
-    self.first_step_loss = float(metrics['loss'][0] / metrics['count'][0])
+    self._state, sums = self._step(self._state, self._zero_sums, self._batch, self._rng, self._no_stop)
+    self.first_step_loss = float(sums['metrics']['loss'][0] / sums['metrics']['count'][0])
 
   def run_window(self, steps: int) -> float:
     """Seconds for `steps` steps, synchronised with the device at the end."""
     start = time.perf_counter()
     for _ in range(steps):
-      self._state, metrics, _ = self._step(self._state, self._batch, self._rng, self._no_stop)
-    jax.block_until_ready((self._state, metrics))
+      self._state, sums = self._step(self._state, self._zero_sums, self._batch, self._rng, self._no_stop)
+    jax.block_until_ready((self._state, sums))
     return time.perf_counter() - start
 
   def summary(self, window_seconds: list[float], steps_per_window: int,
@@ -307,13 +309,14 @@ def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir:
   step_rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
   no_stop = trainer.stop_requests(False)
   p_train_step, _ = trainer.pmapped_steps(task)
+  sums = trainer.zero_sums(task, state, batches[0], step_rng, no_stop)
 
   def run(window_batches) -> float:
     nonlocal state
     start = time.perf_counter()
     for batch in window_batches:
-      state, metrics, _ = p_train_step(state, batch, step_rng, no_stop)
-    jax.block_until_ready((state, metrics))
+      state, window_sums = p_train_step(state, sums, batch, step_rng, no_stop)
+    jax.block_until_ready((state, window_sums))
     return time.perf_counter() - start
 
   run(batches)

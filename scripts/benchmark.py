@@ -9,6 +9,7 @@ compile time, memory, model TFLOP/s and MFU:
 Any config key can be overridden, as in training (here the LRA shape in bfloat16):
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py \\
         --config.model.dtype=bfloat16 --encodings=none,rope
+With --trace_dir=DIR, 20 more steps of each encoding are traced by jax.profiler into DIR/ENCODING.
 The real input pipeline and train loop against the same batches held on device:
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --pipeline \\
         --workdir=runs/benchmark/pipeline
@@ -66,6 +67,9 @@ flags.DEFINE_bool('memory_grid', False, "XLA's memory estimate of the train step
                   'dropout (the config\'s own rate, and 0), compiled without running.')
 flags.DEFINE_bool('profile_ops', False, "Where XLA:CPU spends the config's train step: thread time per step by "
                   'operation kind, traced over --steps_per_window steps.')
+flags.DEFINE_string('trace_dir', '', "After timing, trace --trace_steps more train steps of each encoding with "
+                    "jax.profiler into TRACE_DIR/ENCODING (TensorBoard's profile plugin, Perfetto).")
+flags.DEFINE_integer('trace_steps', 20, 'Train steps each --trace_dir trace covers.')
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
@@ -81,6 +85,10 @@ def throughput(config, encoding_names: list[str], reference: str) -> dict:
     workloads[name] = TASKS[FLAGS.task].benchmark_workload(configs[name])
     timers[name] = benchmarking.TrainStepTimer(configs[name], workloads[name])
   seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
+  if FLAGS.trace_dir:
+    for name, timer in timers.items():
+      with jax.profiler.trace(os.path.join(FLAGS.trace_dir, name)):
+        timer.run_window(FLAGS.trace_steps)
   results = {name: {'train': timers[name].summary(seconds[name], FLAGS.steps_per_window, FLAGS.peak_tflops),
                     'attention': {call: dataclasses.asdict(path)
                                   for call, path in workloads[name].task.attention_paths.items()}}

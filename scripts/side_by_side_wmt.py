@@ -2,7 +2,7 @@
 """Our translation train step against Flax's examples/wmt Transformer at equal shapes, in one process.
 
     .venv/bin/python scripts/side_by_side_wmt.py --peer_models=/tmp/wmt_models.py \\
-        [--layers 4 --dim 128 --heads 4 --mlp 256 --batch 128 --length 32 --vocab 8000 --dropout 0.3]
+        [--layers 4 --dim 128 --heads 4 --mlp 256 --batch 128 --length 32 --vocab 8000 --dropout 0.3 --dtype bfloat16]
 
 --peer_models is `examples/wmt/models.py` of google/flax, saved anywhere outside the project:
 it is read at run time, never copied in. Both sides take one AdamW step on one batch of random
@@ -51,7 +51,7 @@ class PeerStepTimer:
         vocab_size=args.vocab, output_vocab_size=args.vocab, share_embeddings=True, logits_via_embedding=True,
         emb_dim=args.dim, num_heads=args.heads, num_layers=args.layers, qkv_dim=args.dim, mlp_dim=args.mlp,
         max_len=max(256, args.length), dropout_rate=args.dropout, attention_dropout_rate=args.dropout,
-        deterministic=False)
+        deterministic=False, dtype=jnp.dtype(args.dtype))
     model = models.Transformer(config)
     rng = np.random.default_rng(0)
     self._inputs, self._targets = (jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
@@ -91,7 +91,7 @@ def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
   config.model.update(emb_dim=args.dim, qkv_dim=args.dim, mlp_dim=args.mlp, num_heads=args.heads,
                       num_layers=args.layers, dropout_rate=args.dropout, attention_dropout_rate=args.dropout,
                       activation_dropout_rate=args.dropout, activation='relu', norm_position='pre',
-                      pos_encoding=args.encoding)
+                      pos_encoding=args.encoding, dtype=args.dtype)
   config.data.update(max_length=args.length, length_buckets=(args.length,))
   config.data.tokenizer.vocab_size = args.vocab
   config.training.batch_size = args.batch
@@ -122,7 +122,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   host_cpu = provenance.host_cpu()
   return {
       'shape': {key: getattr(args, key) for key in ('layers', 'dim', 'heads', 'mlp', 'batch', 'length', 'vocab',
-                                                    'dropout', 'encoding')},
+                                                    'dropout', 'encoding', 'dtype')},
       'ms_per_step': {name: 1e3 * s for name, s in step_seconds.items()},
       'best_ms_per_step': {name: 1e3 * min(s) / args.steps for name, s in seconds.items()},
       'ratio_ours_to_peer': step_seconds['ours'] / step_seconds['peer'],
@@ -140,6 +140,8 @@ def main() -> None:
                         ('vocab', 8000), ('windows', 8), ('steps', 5)):
     parser.add_argument(f'--{flag}', type=int, default=default)
   parser.add_argument('--dropout', type=float, default=0.1)
+  parser.add_argument('--dtype', default='float32', choices=('float32', 'bfloat16'),
+                      help='What both sides compute their matrix products in (parameters stay float32).')
   parser.add_argument('--encoding', default='sinusoidal', help='Our positional encoding (the peer: sinusoidal).')
   parser.add_argument('--output', help='Also write the figures to this JSON file.')
   args = parser.parse_args()

@@ -2,7 +2,7 @@
 
 The oracle is NumPy in float64: logits, masking, softmax and the softmax backward pass
 written out, independent of JAX. cuDNN cases run only on an NVIDIA GPU
-(`scripts/gpu_check.py` runs this file there); on a CPU they skip.
+(`scripts/gpu_campaign.py --benchmarks=attention` runs them there); on a CPU they skip.
 """
 import re
 import types

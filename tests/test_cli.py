@@ -28,7 +28,7 @@ def run(arguments: list[str], *, cwd=ROOT) -> subprocess.CompletedProcess:
      'error: model.pos_encoding_options.rope.base=-1.0 must be > 1 (wavelengths grow from 2 pi to 2 pi base)'),
     (['--config=configs/listops/lra.py:cpu_typo'],
      "error: --config=configs/listops/lra.py:cpu_typo: config argument 'cpu_typo' is not one of [None, 'cpu', "
-     "'sweep', 'chebyshev_study']"),
+     "'sweep', 'chebyshev_study', 'fused']"),
     (['--config=configs/listops/lra.py:cpu', '--config.training.batch_size=abc'],
      "error: --config.training.batch_size=abc: invalid literal for int() with base 10: 'abc'"),
     (['--config=configs/listops/lra.py:cpu', '--config.model.pos_encoding=sine'],
@@ -83,7 +83,7 @@ def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tm
 
 
 @pytest.mark.slow
-def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0: test_gpu_check's training step.
+def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0: test_gpu_campaign's runs.
   workdir = tmp_path / 'run'
   small = ['--config=configs/listops/lra.py:cpu', f'--workdir={workdir}', '--config.model.num_layers=1',
            '--config.data.generator.num_train_samples=512', '--config.data.generator.num_valid_samples=32',
@@ -102,3 +102,27 @@ def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0:
   assert process.returncode == 75
   stopped = json.loads(stdout)
   assert stopped['status'] == 'stopped' and stopped['step'] >= 10
+
+
+def test_a_second_run_finds_its_compiled_step_in_the_persistent_cache(tmp_path):
+  """The cache is where --compilation_cache_dir says, the second run of one setting compiles from it (faster),
+  and each run reports its compile time in results.json; an empty flag writes no cache."""
+  cache = tmp_path / 'cache'
+  small = ['--config=configs/listops/lra.py:cpu', '--config.model.num_layers=1', '--config.training.num_train_steps=2',
+           '--config.training.log_every_steps=1', '--config.evaluation.every_steps=2',
+           '--config.checkpoint.every_steps=2', '--config.data.generator.num_train_samples=64',
+           '--config.data.generator.num_valid_samples=32', '--config.data.generator.num_test_samples=32']
+  compile_seconds = []
+  for name, cache_flag in (('first', str(cache)), ('second', str(cache)), ('uncached', '')):
+    env = {'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0'}  # Every program, however quick to compile.
+    process = subprocess.run(TRAIN + [f'--workdir={tmp_path / name}', f'--compilation_cache_dir={cache_flag}', *small],
+                             cwd=ROOT, env=os.environ | env | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'},
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-2000:]
+    results = json.loads((tmp_path / name / 'results.json').read_text())
+    compile_seconds.append(results['runs'][-1]['compile_seconds'])
+    if name == 'first':
+      cached = sorted(path.name for path in cache.rglob('*') if path.is_file())
+      assert cached
+  assert sorted(path.name for path in cache.rglob('*') if path.is_file()) == cached  # Nothing new to cache.
+  assert compile_seconds[1] < compile_seconds[0] and compile_seconds[1] < compile_seconds[2]

@@ -215,7 +215,7 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_finished_one_keeps_its
   chex.assert_trees_all_equal(final_params(tmp_path / 'straight', 20), final_params(tmp_path / 'resumed', 20))
   assert resumed['test'] == straight['test'] and resumed['best_step'] == straight['best_step']
 
-  timing = ('steps_per_second', 'examples_per_second', 'eta_minutes')
+  timing = ('steps_per_second', 'examples_per_second', 'excluded_seconds', 'eta_minutes')
 
   def history(workdir):
     with open(workdir / 'metrics.jsonl') as f:

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 
 import chex
@@ -30,7 +31,7 @@ from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.translation import bleu, decode, input_pipeline, train, translate
+from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator
 
@@ -197,12 +198,15 @@ def test_the_train_step_compiles_before_training_once_per_batch_shape(toy_corpus
   p_train_step, _ = trainer.pmapped_steps(task)
   state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(0)))
   rng, no_stop = trainer.replicate(jax.random.PRNGKey(1)), trainer.stop_requests(False)
-  trainer.compile_train_steps(p_train_step, state, rng, no_stop, task.train_batch_shapes)
+  batches = trainer.device_batches(task.train_batches(0), size=2)
+  first_batch = next(batches)
+  sums = trainer.zero_sums(task, state, first_batch, rng, no_stop)
+  trainer.compile_train_steps(p_train_step, state, sums, rng, no_stop, task.train_batch_shapes)
   steps_by_width = collections.Counter()
   every_width_twice = lambda: set(steps_by_width) == widths and min(steps_by_width.values()) >= 2
   with jax.log_compiles(True), caplog.at_level('WARNING'):
-    for batch in itertools.islice(trainer.device_batches(task.train_batches(0), size=2), 200):
-      state, _, _ = p_train_step(state, batch, rng, no_stop)
+    for batch in itertools.islice(itertools.chain([first_batch], batches), 200):
+      state, sums = p_train_step(state, sums, batch, rng, no_stop)
       steps_by_width[batch['inputs'].shape[-1]] += 1
       if every_width_twice():
         break
@@ -498,7 +502,7 @@ def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
     ('data.length_buckets', (8, 12), r'data.length_buckets=\(8, 12\) must be increasing .* data.max_length=16'),
     ('data.tokenizer.joint', False, r'model.share_embeddings=True needs data.tokenizer.joint=True'),
     ('loss.label_smoothing', 1.0, r'loss.label_smoothing=1.0 must be >= 0 and < 1'),
-    ('loss.chunk_tokens', 0, r'loss.chunk_tokens=0 must be > 0'),
+    ('loss.chunk_tokens', -1, r'loss.chunk_tokens=-1 must be >= 0'),
     ('decoding.length_penalty', -0.5, r'decoding.length_penalty=-0.5 must be >= 0'),
     ('data.tokenizer.vocab_size', 4, r'data.tokenizer.vocab_size=4 must be > 4 \(ids 0-3 are padding'),
     ('data.tokenizer.character_coverage', 1.5, r'data.tokenizer.character_coverage=1.5 must be > 0 and <= 1'),
@@ -663,3 +667,27 @@ def test_selection_metric_is_checked_by_each_task(toy_corpus):
   config.evaluation.selection_metric = 'loss'
   with pytest.raises(ValueError, match=r"evaluation.selection_metric='loss' is not one of \['accuracy', 'bleu'\]"):
     train.check_config(config)
+
+
+@pytest.mark.parametrize('pos_encoding', ['sinusoidal', 'rope', 't5'])
+def test_the_accelerator_train_step_has_no_conditional_and_no_loop(toy_corpus, tmp_path, pos_encoding):
+  """On a GPU a conditional's predicate and a loop's trip test are copied to the host, which waits for them:
+  the train step lowered for CUDA with the accelerators' loss chunk (and dropout) holds neither. With the
+  CPU's chunks the loss is a loop, so the check itself can fail. Lowered as jit of vmap, which binds the
+  device axis as pmap does: pmap lowers only for the devices at hand."""
+  config = toy_config(toy_corpus)
+  config.model.update(pos_encoding=pos_encoding, dropout_rate=0.1, attention_dropout_rate=0.1)
+  config.data.length_buckets = (16,)  # 16 rows of 16 tokens: two CPU chunks.
+  hlo = {}
+  for backend in ('gpu', 'cpu'):
+    config.loss.chunk_tokens = loss.automatic_chunk_tokens(backend)
+    task = train.create_task(config, str(tmp_path / backend))
+    state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(0)))
+    batch = next(trainer.device_batches(task.train_batches(0), size=1))
+    rng, no_stop = trainer.replicate(jax.random.PRNGKey(1)), trainer.stop_requests(False)
+    sums = trainer.zero_sums(task, state, batch, rng, no_stop)
+    step = jax.jit(jax.vmap(functools.partial(trainer.accumulating_train_step, task=task), axis_name=trainer.AXIS))
+    hlo[backend] = step.trace(state, sums, batch, rng, no_stop).lower(lowering_platforms=('cuda',)).as_text()
+  control_flow = lambda text: sorted(set(re.findall(r'stablehlo\.(while|case|if)\b', text)))
+  assert control_flow(hlo['gpu']) == []
+  assert control_flow(hlo['cpu']) == ['while']

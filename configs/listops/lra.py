@@ -11,6 +11,12 @@ Chebyshev-PE study's data (depth 7, 7 arguments, 250-1000 tokens, label = value 
 model trained from scratch; add --config.model.pos_encoding_placement=after_encoder for its placement:
     python -m lra_posenc.listops.train --config=configs/listops/lra.py:chebyshev_study \\
         --workdir=runs/chebyshev_study --config.model.pos_encoding=chebyshev
+Fused variant: the LRA setting in the form cuDNN's fused attention trains, which
+model.attention_implementation='auto' then takes on NVIDIA GPUs. It departs from LRA in three ways:
+matrix products in bfloat16; no attention dropout (cuDNN does not expose the weights to drop); the
+2001 positions ([CLS] included) padded to 2048, masked as keys (cuDNN trains with a bias or key
+padding only at even lengths; the same model, whose outputs differ only by rounding and dropout masks):
+    python -m lra_posenc.listops.train --config=configs/listops/lra.py:fused --workdir=runs/listops_fused
 Select the encoding with --config.model.pos_encoding=NAME (see lra_posenc.encodings.REGISTRY)
 and its options with --config.model.pos_encoding_options.NAME.KEY=VALUE.
 """
@@ -21,7 +27,7 @@ import ml_collections
 from lra_posenc import encodings
 
 
-VARIANTS = (None, 'cpu', 'sweep', 'chebyshev_study')
+VARIANTS = (None, 'cpu', 'sweep', 'chebyshev_study', 'fused')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -68,6 +74,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # dropout, ...), XLA elsewhere; the path and why is logged and in results.json. Or 'xla', or 'cudnn'.
   config.model.attention_implementation = 'auto'
   config.model.remat = False  # True: recompute each block's activations in the backward pass (less memory).
+  # > 1: attention over the encoder's positions padded at the end to a multiple of this (masked keys), for
+  # cuDNN, which trains with a bias or key padding only at even lengths. The same parameters and, up to
+  # rounding, outputs; dropout in the blocks draws its masks over the padded shape.
+  config.model.length_multiple = 1
 
   config.optimizer = ml_collections.ConfigDict()
   config.optimizer.schedule = 'rsqrt'
@@ -114,4 +124,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                  max_depth=7, max_args=7, longer_than=250, shorter_than=1000, label_modulus=2)
     config.training.update(batch_size=16, num_train_steps=1000)
     config.evaluation.update(batch_size=64, every_steps=250)
+  if arg == 'fused':  # 2000 tokens and [CLS]: 2001 positions, padded to 2048.
+    config.model.update(dtype='bfloat16', attention_dropout_rate=0.0, length_multiple=128)
   return config

@@ -104,10 +104,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   config.loss = ml_collections.ConfigDict()
   config.loss.label_smoothing = 0.1
-  # Tokens whose logits the output layer and loss form at a time (translation/loss.py): the fastest of
-  # 64, 128 and 256 on a 2-core CPU (RESULTS.md); unmeasured on a GPU, where fewer, larger products may
-  # serve better (a value above a batch's tokens is one chunk). It changes the speed, not the loss.
-  config.loss.chunk_tokens = 128
+  # Tokens whose logits the output layer and loss form at a time (translation/loss.py). 0: automatic,
+  # 128 on a CPU (the fastest of 64, 128 and 256 on 2 cores, RESULTS.md) and the whole batch in one chunk on
+  # a GPU or TPU, where a loop of small chunks would drain the device's queue. It changes the speed, not the loss.
+  config.loss.chunk_tokens = 0
 
   config.optimizer = ml_collections.ConfigDict()
   config.optimizer.schedule = 'rsqrt'

@@ -31,7 +31,8 @@ from lra_posenc.training.config_checks import (check_keys, check_positive, check
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions')
+MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions',
+                            'length_multiple')
 SELECTION_METRICS = ('accuracy',)
 
 
@@ -47,7 +48,7 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
   model = config.model
   check_keys(model, 'model', MODEL_KEYS)
-  check_positive(model, 'model', 'classifier_dim')
+  check_positive(model, 'model', 'classifier_dim', 'length_multiple')
   check_section_choice(model, 'model', 'pooling', POOLINGS)
   check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
   positions = config.data.max_length + (model.pooling == 'cls')
@@ -64,7 +65,8 @@ def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
                                num_classes=config.data.num_classes, pooling=model.pooling,
                                classifier_dim=model.classifier_dim,
                                pos_encoding_placement=model.pos_encoding_placement,
-                               randomized_positions=model.randomized_positions)
+                               randomized_positions=model.randomized_positions,
+                               length_multiple=model.length_multiple)
 
 
 def _check_generator(data: ml_collections.ConfigDict) -> None:

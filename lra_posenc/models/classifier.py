@@ -4,7 +4,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding
+from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding, padded_length
 
 POOLINGS = ('cls', 'mean')
 # 'after_encoder' adds an additive encoding to the encoder's output instead of its input: the
@@ -34,6 +34,13 @@ class TransformerClassifier(nn.Module):
   batch and device), from the 'positions' RNG stream in training. The paper draws at test time
   too; evaluation here uses one fixed draw, so that scores are reproducible. `config.max_len`
   must cover L.
+
+  With `length_multiple` = M > 1 the encoder's attention runs over its input (the CLS token
+  included) padded at the end to a multiple of M (2001 positions to 2048 with M = 128), masked
+  as keys, so that cuDNN's fused attention, which trains with a bias or key padding only at
+  even lengths, can serve it. The parameters are the unpadded model's, and so are its outputs
+  and gradients up to rounding (tests/test_padding.py), except that dropout inside the encoder
+  draws other masks, of the same rate, over the padded shape.
   """
   config: TransformerConfig
   vocab_size: int
@@ -43,11 +50,12 @@ class TransformerClassifier(nn.Module):
   pos_encoding_placement: str = 'input'
   pad_id: int = 0
   randomized_positions: int = 0
+  length_multiple: int = 1
 
   def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool, bool]]:
     """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's
     terms, keys padded)."""
-    positions = length + (self.pooling == 'cls')
+    positions = padded_length(length + (self.pooling == 'cls'), self.length_multiple)
     return {'encoder self-attention': (positions, positions, True, True)}
 
   @nn.compact
@@ -66,8 +74,8 @@ class TransformerClassifier(nn.Module):
       key = self.make_rng('positions') if train else jax.random.key(0)
       positions = randomized_positions(key, x.shape[1], self.randomized_positions)
     after_encoder = self.pos_encoding_placement == 'after_encoder'
-    x = Encoder(cfg, add_to_inputs=not after_encoder, name='encoder')(x, valid=valid, positions=positions,
-                                                                      deterministic=not train)
+    x = Encoder(cfg, add_to_inputs=not after_encoder, length_multiple=self.length_multiple, name='encoder')(
+        x, valid=valid, positions=positions, deterministic=not train)
     if after_encoder:
       x = create_encoding(cfg).add_to_inputs(x, positions)
     if self.pooling == 'cls':

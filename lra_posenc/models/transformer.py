@@ -129,6 +129,11 @@ def encoding_terms_shape(cfg: TransformerConfig) -> encodings.AttentionTerms:
   return terms
 
 
+def padded_length(length: int, multiple: int) -> int:
+  """`length` rounded up to a multiple of `multiple`."""
+  return -(-length // multiple) * multiple
+
+
 def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:
   """The positional encoding module of the model `cfg` describes."""
   return encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len, dim=cfg.emb_dim,
@@ -193,24 +198,39 @@ class Encoder(nn.Module):
 
   With `add_to_inputs=False` the encoding acts only inside attention, for models that
   add its table elsewhere.
+
+  With `length_multiple` > 1 the blocks see the sequence padded at the end to a multiple of
+  it, for attention kernels that need such lengths (cuDNN trains with a bias or key padding
+  only at even ones). The padding is masked as keys and takes the last real position, so
+  every encoding reads rows it has; the encoding is added before padding, so tables that stop
+  at `max_len` (learned, Chebyshev) never see the padded length; the output is cut back to
+  the input's length. Without dropout only rounding differs from the unpadded computation;
+  dropout inside the blocks draws its masks over the padded shape, so other masks of the same rate.
   """
   config: TransformerConfig
   add_to_inputs: bool = True
+  length_multiple: int = 1
 
   @nn.compact
   def __call__(self, x: Array, *, valid: Array, positions: Array | None = None, deterministic: bool) -> Array:
     cfg = self.config
+    length = x.shape[1]
     if positions is None:
-      positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
+      positions = jnp.arange(length, dtype=jnp.int32)[None]
     encoding = create_encoding(cfg)
     if self.add_to_inputs:
       x = encoding.add_to_inputs(x, positions)
     x = Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
+    extra = padded_length(length, self.length_multiple) - length
+    if extra:
+      x = jnp.pad(x, ((0, 0), (0, extra), (0, 0)))
+      valid = jnp.pad(valid, ((0, 0), (0, extra)))
+      positions = jnp.pad(positions, ((0, 0), (0, extra)), mode='edge')
     terms = encoding.attention_terms(positions, positions, causal=False)
     block = _block(EncoderBlock, cfg)
     for i in range(cfg.num_layers):
       x = block(cfg, deterministic, name=f'block_{i}')(x, valid, terms)
-    return final_norm(cfg, x)
+    return final_norm(cfg, x[:, :length])
 
 
 class DecoderBlock(nn.Module):

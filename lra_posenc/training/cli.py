@@ -14,7 +14,7 @@ import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from lra_posenc.training import distributed, trainer
+from lra_posenc.training import compilation_cache, distributed, trainer
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 
 TaskFactory = Callable[[ml_collections.ConfigDict, str], trainer.Task]
@@ -50,6 +50,8 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
   config_flags.DEFINE_config_file('config', None, f'Config file, e.g. {config_example}.', lock_config=True)
   flags.DEFINE_string('workdir', None, 'Checkpoints, logs, task artifacts and results.json go here.')
   define_distributed_flags()
+  flags.DEFINE_string('compilation_cache_dir', None, 'Where compiled programs are kept for later runs; default '
+                      '$XDG_CACHE_HOME (~/.cache)/lra_posenc/xla/<jax version and device>; empty: no cache.')
   flags.mark_flags_as_required(['config', 'workdir'])
 
   def main(argv):
@@ -58,6 +60,8 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
     quiet_checkpoint_logs()
     initialize_distributed_from_flags()
     logging.info('devices: %s', jax.devices())
+    cache_dir = flags.FLAGS.compilation_cache_dir
+    compilation_cache.enable(compilation_cache.default_directory() if cache_dir is None else cache_dir)
     results = trainer.train_and_evaluate(config, workdir, create_task(config, workdir))
     if distributed.is_primary():
       print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))

@@ -64,7 +64,7 @@ def task_of(config: Mapping) -> str:
 
 def upgrade_old_config(config: dict) -> dict:
   """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and
-  ListOps' data.augment; translation's training.max_tokens, data.tokenizer.lowercase and
+  ListOps' data.augment and model.length_multiple; translation's training.max_tokens, data.tokenizer.lowercase and
   loss.chunk_tokens) added, in today's keys.
 
   Workdirs trained before stay readable (translate, diagnostics). The beam-search batch
@@ -80,7 +80,7 @@ def upgrade_old_config(config: dict) -> dict:
     config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS if key not in other_task])
   if translation:
     config['training'].setdefault('max_tokens', 0)
-    config['loss'].setdefault('chunk_tokens', 128)  # The chunk changes the speed, not the loss.
+    config['loss'].setdefault('chunk_tokens', 0)  # Automatic: the chunk changes the speed, not the loss.
     data['tokenizer'].setdefault('lowercase', False)
   if 'max_eval_length' in data:
     length = data.pop('max_eval_length')
@@ -90,6 +90,7 @@ def upgrade_old_config(config: dict) -> dict:
   if not translation:
     data['generator'] = upgrade_generator_keys(data['generator'])
     data.setdefault('augment', {'shuffle_arguments': 0.0, 'contract_subtrees': 0.0})
+    config.get('model', {}).setdefault('length_multiple', 1)  # Padding changes how attention computes, not what.
   return config
 
 

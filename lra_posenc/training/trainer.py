@@ -43,7 +43,7 @@ EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric', 'average_las
 CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 # Model keys that say how the model is computed, not what it computes: a run may resume with them
 # changed (on a GPU, with rematerialisation), so checkpoints do not record them.
-HOW_THE_MODEL_COMPUTES = ('attention_implementation', 'remat')
+HOW_THE_MODEL_COMPUTES = ('attention_implementation', 'remat', 'length_multiple')
 
 Params = Any
 Metrics = dict[str, jax.Array]
@@ -144,17 +144,48 @@ def train_step(state: train_state.TrainState, batch: Batch, rng: jax.Array, stop
   # One reduction tells both: a NaN or infinite gradient makes the norm so, as does a finite one whose
   # norm overflows float32 (entries above ~1e19), which this guard treats alike, even with clipping on.
   finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(grad_norm)
-
-  def apply_update(state):  # TrainState.apply_gradients, returning the update's norm too.
-    updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
-    return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                         opt_state=opt_state), optax.tree.norm(updates)
-
-  # A non-finite step leaves the state as it was, without computing the update it would discard.
-  state, update_norm = jax.lax.cond(finite, apply_update, lambda state: (state, jnp.zeros_like(grad_norm)), state)
+  updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
+  updated = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state)
+  # A non-finite step leaves the state as it was. A select, not a lax.cond: XLA:GPU copies a conditional's
+  # predicate to the host and waits for it, draining the queue of kernels every step.
+  state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state)
   info = {'finite': finite, 'stop': sum_over_devices(stop_requested.astype(jnp.int32)) > 0,
-          'grad_norm': grad_norm, 'param_norm': optax.tree.norm(state.params), 'update_norm': update_norm}
+          'grad_norm': grad_norm, 'param_norm': optax.tree.norm(state.params),
+          'update_norm': jnp.where(finite, optax.tree.norm(updates), 0.0)}
   return state, metrics, info
+
+
+# What the loop's train step carries on the device from one log step to the next, so that nothing is
+# fetched in between: the metric sums, the steps taken, the index (among them) of the first non-finite
+# one (-1: none), whether a stop was requested, and the last step's norms.
+StepSums = dict[str, Any]
+NORMS = ('grad_norm', 'param_norm', 'update_norm')
+
+
+def accumulating_train_step(state: train_state.TrainState, sums: StepSums, batch: Batch, rng: jax.Array,
+                            stop_requested: jax.Array, *, task: Task) -> tuple[train_state.TrainState, StepSums]:
+  """`train_step`, its metrics and flags added to `sums` (as `zero_sums` starts them) on the device."""
+  state, metrics, info = train_step(state, batch, rng, stop_requested, task=task)
+  first_non_finite = jnp.where((sums['first_non_finite'] < 0) & ~info['finite'], sums['steps'],
+                               sums['first_non_finite'])
+  return state, {'metrics': jax.tree.map(jnp.add, sums['metrics'], metrics), 'steps': sums['steps'] + 1,
+                 'first_non_finite': first_non_finite, 'stop': sums['stop'] | info['stop'],
+                 **{name: info[name] for name in NORMS}}
+
+
+def zero_sums(task: Task, state: train_state.TrainState, batch: Batch, rng: jax.Array, stop_requested: jax.Array
+              ) -> StepSums:
+  """`StepSums` with nothing added yet, on the local devices as the train step places them.
+
+  The arguments, placed as the loop's, give only shapes: `train_step` is traced, not run.
+  """
+  step = jax.pmap(functools.partial(train_step, task=task), axis_name=AXIS)
+  _, metrics, _ = jax.eval_shape(step, state, batch, rng, stop_requested)
+  per_device = lambda value, dtype: np.full(stop_requested.shape, value, dtype)
+  sums = {'metrics': jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), metrics),
+          'steps': per_device(0, np.int32), 'first_non_finite': per_device(-1, np.int32),
+          'stop': per_device(False, bool), **{name: per_device(0, np.float32) for name in NORMS}}
+  return jax.device_put(sums, _local_devices_sharding())
 
 
 def eval_step(params: Params, batch: Batch, *, task: Task) -> Metrics:
@@ -169,8 +200,9 @@ def sum_over_devices(tree: Any) -> Any:
 
 
 def pmapped_steps(task: Task) -> tuple[Callable, Callable]:
-  """`train_step` (donating the state) and `eval_step` over the local devices: the trainer's and benchmark's."""
-  p_train_step = jax.pmap(functools.partial(train_step, task=task), axis_name=AXIS, donate_argnums=0)
+  """`accumulating_train_step` (donating the state) and `eval_step` over the local devices: the trainer's and
+  benchmark's."""
+  p_train_step = jax.pmap(functools.partial(accumulating_train_step, task=task), axis_name=AXIS, donate_argnums=0)
   p_eval_step = jax.pmap(functools.partial(eval_step, task=task), axis_name=AXIS)
   return p_train_step, p_eval_step
 
@@ -193,9 +225,16 @@ def replicate(tree: Any) -> Any:
 
 
 def device_batches(host_batches: Iterable[Batch], size: int) -> Iterator[Batch]:
-  """Host batches split over the local devices (`shard`) and put there `size` ahead, placed as `replicate`."""
+  """Host batches split over the local devices (`shard`) and put there `size` ahead, placed as `replicate`.
+
+  On a CPU they stay NumPy arrays, which the pmapped step takes in 20 us where `jax.device_put` costs 150 us
+  of a host thread that the step's own threads compete with (the pipeline gap of RESULTS.md, Performance).
+  """
+  if jax.default_backend() == 'cpu':
+    yield from map(shard, host_batches)
+    return
   sharding = _local_devices_sharding()
-  to_devices = lambda batch: jax.tree.map(lambda x: jax.device_put(x, sharding), shard(batch))
+  to_devices = lambda batch: jax.device_put(shard(batch), sharding)  # One call for every leaf: less host time.
   host_batches = iter(host_batches)
   queue = collections.deque(map(to_devices, itertools.islice(host_batches, size)))
   while queue:
@@ -203,23 +242,26 @@ def device_batches(host_batches: Iterable[Batch], size: int) -> Iterator[Batch]:
     queue.extend(map(to_devices, itertools.islice(host_batches, 1)))
 
 
-def compile_train_steps(p_train_step: Callable, replicated: train_state.TrainState, rng: jax.Array,
-                        stop_requested: jax.Array, batch_shapes: Sequence[dict[str, jax.ShapeDtypeStruct]]) -> None:
+def compile_train_steps(p_train_step: Callable, replicated: train_state.TrainState, sums: StepSums, rng: jax.Array,
+                        stop_requested: jax.Array, batch_shapes: Sequence[dict[str, jax.ShapeDtypeStruct]]) -> float:
   """Compiles `p_train_step` for each of this host's batch shapes, all at once, before training.
 
   Otherwise each length bucket's first batch holds training up for its own compile, one after another
   (six of 10-13 s each at `:tiny` on 2 CPU cores). Traced one by one, compiled in threads (XLA releases
   the GIL); the loop's calls then find each program in jax's caches, as arguments placed alike
-  (`replicate`, `device_batches`) do.
+  (`replicate`, `device_batches`) do. Returns the seconds it took.
   """
   if not batch_shapes:
-    return
+    return 0.0
   start = time.perf_counter()
   zeros = [{k: np.zeros(s.shape, s.dtype) for k, s in shapes.items()} for shapes in batch_shapes]
-  lowered = [p_train_step.lower(replicated, batch, rng, stop_requested) for batch in device_batches(zeros, size=1)]
+  lowered = [p_train_step.lower(replicated, sums, batch, rng, stop_requested)
+             for batch in device_batches(zeros, size=1)]
   with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:
     list(pool.map(lambda program: program.compile(), lowered))
-  logging.info('compiled the train step for %d batch shape(s) in %.1f s', len(lowered), time.perf_counter() - start)
+  seconds = time.perf_counter() - start
+  logging.info('compiled the train step for %d batch shape(s) in %.1f s', len(lowered), seconds)
+  return seconds
 
 
 def stop_requests(requested: bool) -> jax.Array:
@@ -341,50 +383,57 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     replicated = replicate(state)
     rng = replicate(jnp.asarray(record['rng'], jnp.uint32))
     batches = device_batches(task.train_batches(step), size=2)
-    flags = _StepFlags()
-    window = _Window(step)
     learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
     requests = {requested: stop_requests(requested) for requested in (False, True)}
     earlier_runs = record.get('runs', [])  # Checkpoints written before runs were recorded have none.
     run_start = time.perf_counter()
-    compile_train_steps(p_train_step, replicated, rng, requests[False], task.train_batch_shapes)
+    first_batch = next(batches)
+    batches = itertools.chain([first_batch], batches)
+    sums = zero_sums(task, replicated, first_batch, rng, requests[False])
+    compile_seconds = compile_train_steps(p_train_step, replicated, sums, rng, requests[False],
+                                          task.train_batch_shapes)
+    window = _Window(step, sums)
+    agreed_stop = _AgreedStop()
 
     def with_this_run(record: dict, step: int) -> dict:
-      """`record` with this run's span and training time so far, as every checkpoint saves it."""
-      this_run = {'first_step': first_step, 'last_step': step, 'train_seconds': time.perf_counter() - run_start}
+      """`record` with this run's span, training and compile time so far, as every checkpoint saves it."""
+      this_run = {'first_step': first_step, 'last_step': step, 'train_seconds': time.perf_counter() - run_start,
+                  'compile_seconds': compile_seconds}
       return record | {'runs': earlier_runs + [this_run]}
 
     while not done:
-      replicated, metrics, info = p_train_step(replicated, next(batches), rng, requests[signals.requested()])
+      replicated, window.sums = p_train_step(replicated, window.sums, next(batches), rng,
+                                             requests[signals.requested()])
       step += 1
-      window.add(metrics, info)
-      signalled = flags.add(info)
+      signalled = agreed_stop.read(step, window.sums)
       stop = signalled or bool(should_stop and should_stop(step))
       if itstime(step, config.training.log_every_steps, num_steps):
-        flags.raise_if_non_finite(step, checkpoints)
+        window.raise_if_non_finite(step, checkpoints)
         writer.write(step, window.scores(step, num_steps, learning_rate, task.count_unit), prefix='train')
       if itstime(step, config.evaluation.every_steps, num_steps):
-        flags.raise_if_non_finite(step, checkpoints)
-        scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'),
-                          f'step {step}: evaluating on validation')
-        if task.score_validation:
-          scores |= task.score_validation(replicated.params)
-        writer.write(step, scores, prefix='validation')
-        if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
-          record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores},
-                             'evaluations_since_best': 0}
-          checkpoints.save_best(step, _host_state(replicated), with_this_run(record, step))
-        else:
-          record = record | {'evaluations_since_best': record.get('evaluations_since_best', 0) + 1}
-        if config.evaluation.average_last:
-          checkpoints.save_evaluated(step, _host_state(replicated).params)
+        window.raise_if_non_finite(step, checkpoints)
+        with window.excluded():
+          scores = evaluate(p_eval_step, replicated.params, task.eval_batches('validation'),
+                            f'step {step}: evaluating on validation')
+          if task.score_validation:
+            scores |= task.score_validation(replicated.params)
+          writer.write(step, scores, prefix='validation')
+          if record['best'] is None or scores[task.selection_metric] > record['best']['score']:
+            record = record | {'best': {'step': step, 'score': scores[task.selection_metric], 'validation': scores},
+                               'evaluations_since_best': 0}
+            checkpoints.save_best(step, _host_state(replicated), with_this_run(record, step))
+          else:
+            record = record | {'evaluations_since_best': record.get('evaluations_since_best', 0) + 1}
+          if config.evaluation.average_last:
+            checkpoints.save_evaluated(step, _host_state(replicated).params)
         if out_of_patience(record):
           logging.info('step %d: %d evaluations without improving on the validation %s of step %d; stopping early',
                        step, patience, task.selection_metric, record['best']['step'])
       done = step == num_steps or out_of_patience(record)
       if itstime(step, config.checkpoint.every_steps, num_steps) or stop or done:
-        flags.raise_if_non_finite(step, checkpoints)
-        checkpoints.save_latest(step, _host_state(replicated), with_this_run(record, step))
+        window.raise_if_non_finite(step, checkpoints)
+        with window.excluded():
+          checkpoints.save_latest(step, _host_state(replicated), with_this_run(record, step))
       if stop and not done:
         logging.warning('stopped at step %d; re-run the same command to resume', step)
         return {'status': 'stopped', 'step': step,
@@ -408,63 +457,80 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   return results
 
 
-class _StepFlags:
-  """The train step's flags, read on the host one step late, so one step stays in flight.
+def _first_device(tree: Any) -> Any:
+  """The first local device's values of pmapped outputs, fetched (every device holds the same); indexed on the
+  host, as indexing a device array would dispatch a computation per leaf."""
+  return jax.tree.map(lambda x: np.asarray(x.addressable_shards[0].data)[0], tree)
 
-  The stop flag is read every step (every host reads the same value, so all stop
-  after the same step); finiteness is read at log, evaluation and checkpoint steps,
-  before anything is written.
+
+class _AgreedStop:
+  """Whether any process asked to stop, read every `STOP_READ_EVERY` steps from the step sums of the read before.
+
+  That step finished long ago, so the read does not make the host wait for the device, and every process
+  reads the same step's flag: all stop after the same step, at most 2 * `STOP_READ_EVERY` steps after the
+  request.
   """
+  STOP_READ_EVERY = 5
 
   def __init__(self):
-    self._pending: collections.deque = collections.deque()
-    self._finite: list[jax.Array] = []
+    self._pending: jax.Array | None = None
 
-  def add(self, info: StepInfo) -> bool:
-    """Records one step's flags; returns whether a stop was agreed on (read from the step before)."""
-    self._pending.append(info['stop'])  # Indexed on the host when read: no device work per step.
-    self._finite.append(info['finite'])
-    return len(self._pending) > 1 and bool(np.asarray(self._pending.popleft())[0])
-
-  def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
-    """Stops the run at the first non-finite step, before anything is logged or saved after it."""
-    if not self._finite:  # Already checked at this step (a log step that also evaluates, say).
-      return
-    finite = np.asarray(jax.device_get(self._finite), bool)[:, 0]
-    self._finite.clear()
-    if not finite.all():
-      raise FloatingPointError(
-          f'non-finite loss or gradients at step {step - len(finite) + 1 + int(np.argmin(finite))}; stopped at '
-          f'step {step} without saving; the latest checkpoint (step {checkpoints.latest_step()}) and the best one '
-          'are kept. Lower optimizer.learning_rate, set optimizer.grad_clip_norm or check the data, then re-run '
-          'to resume from the latest checkpoint')
+  def read(self, step: int, sums: StepSums) -> bool:
+    if step % self.STOP_READ_EVERY:
+      return False
+    previous, self._pending = self._pending, sums['stop']
+    return previous is not None and bool(_first_device(previous))
 
 
 class _Window:
-  """Training metrics since the last log step, the last step's norms, and their throughput."""
+  """The steps since the last log step: their `StepSums` on the device, their time on the host.
 
-  def __init__(self, step: int):
+  `sums` is the train step's carry; it is fetched only at log steps (`scores`) and before anything is
+  written (`raise_if_non_finite`). Time spent in `excluded()` (evaluation, checkpoint writes) is not
+  training time: the rates leave it out.
+  """
+
+  def __init__(self, step: int, zeros: StepSums):
+    self._zeros = zeros  # Not donated by the train step, so one copy starts every window.
     self._restart(step)
 
   def _restart(self, step: int) -> None:
-    self._start, self._step, self._sums, self._last_info = time.perf_counter(), step, [], None
+    self.sums, self._step = self._zeros, step
+    self._start, self._excluded_seconds = time.perf_counter(), 0.0
 
-  def add(self, metrics: Metrics, info: StepInfo) -> None:
-    self._sums.append(flax.jax_utils.unreplicate(metrics))
-    self._last_info = info
+  @contextlib.contextmanager
+  def excluded(self) -> Iterator[None]:
+    jax.block_until_ready(self.sums)  # The steps already queued count as training.
+    start = time.perf_counter()
+    try:
+      yield
+    finally:
+      self._excluded_seconds += time.perf_counter() - start
+
+  def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
+    """Stops the run at the first non-finite step, before anything is logged or saved after it."""
+    first = int(_first_device(self.sums['first_non_finite']))
+    if first >= 0:
+      raise FloatingPointError(
+          f'non-finite loss or gradients at step {self._step + first + 1}; stopped at step {step} without saving; '
+          f'the latest checkpoint (step {checkpoints.latest_step()}) and the best one are kept. Lower '
+          'optimizer.learning_rate, set optimizer.grad_clip_norm or check the data, then re-run to resume from '
+          'the latest checkpoint')
 
   def scores(self, step: int, num_steps: int, learning_rate: Callable, count_unit: str) -> dict[str, float]:
-    """Averages per counted item, the learning rate of the last step, the items counted per step (target
-    tokens: fairseq's 'wpb'), rates and the ETA at the step budget; starts a new window."""
+    """Averages per counted item, the last step's norms and learning rate, the items counted per step
+    (target tokens: fairseq's 'wpb'), rates over the training time (evaluation and checkpoint writes left
+    out, and reported as 'excluded_seconds') and the ETA at the step budget; starts a new window."""
+    sums = _first_device(self.sums)
     steps = step - self._step
-    steps_per_second = steps / (time.perf_counter() - self._start)
-    norms = {k: float(np.asarray(self._last_info[k])[0]) for k in ('grad_norm', 'param_norm', 'update_norm')}
-    averages = summarize(self._sums, keep_count=True)
+    excluded = self._excluded_seconds
+    steps_per_second = steps / (time.perf_counter() - self._start - excluded)
+    averages = summarize([sums['metrics']], keep_count=True)
     per_step = averages.pop('count') / steps
-    scores = averages | norms | {
+    scores = averages | {name: float(sums[name]) for name in NORMS} | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,
         f'{count_unit}_per_step': per_step, f'{count_unit}_per_second': per_step * steps_per_second,
-        'eta_minutes': (num_steps - step) / steps_per_second / 60}
+        'excluded_seconds': excluded, 'eta_minutes': (num_steps - step) / steps_per_second / 60}
     self._restart(step)
     return scores
 

@@ -36,6 +36,15 @@ def _smoothing(vocab_size: int, label_smoothing: float) -> tuple[float, float, f
   return confidence, off_value, floor
 
 
+CPU_CHUNK_TOKENS = 128  # The fastest of 64, 128 and 256 on a 2-core CPU (RESULTS.md).
+
+
+def automatic_chunk_tokens(backend: str) -> int:
+  """`loss.chunk_tokens` 0's value: chunks on a CPU, whose cache they fit; on a GPU or TPU one chunk, since a
+  loop of small products is a chain of small kernels launched one by one from the host."""
+  return CPU_CHUNK_TOKENS if backend == 'cpu' else np.iinfo(np.int32).max
+
+
 def token_sums(states: Array, table: Array, bias: Array | None, targets: Array, weights: Array, *,
                label_smoothing: float, chunk_tokens: int) -> TokenSums:
   """Sums over tokens, each weighted by `weights` (0: not counted), of the losses of logits
@@ -118,7 +127,11 @@ def _scan_chunks(states, table, bias, targets, weights, label_smoothing, chunk_t
   init = (jnp.zeros(3, jnp.float32),)
   if with_gradients:
     init += (jnp.zeros((vocab_size, dim), jnp.float32), None if bias is None else jnp.zeros_like(bias, jnp.float32))
-  carry, state_gradients = jax.lax.scan(chunk_terms, init, xs)
+  if chunks == 1:  # No loop at all: XLA:GPU would still run a one-trip while loop from the host.
+    carry, state_gradients = chunk_terms(init, [x[0] for x in xs])
+    state_gradients = None if state_gradients is None else state_gradients[None]
+  else:
+    carry, state_gradients = jax.lax.scan(chunk_terms, init, xs)
   if not with_gradients:
     return carry[0], None
   state_gradients = state_gradients.reshape(chunks * chunk, dim)[:tokens].reshape(states.shape)

@@ -81,7 +81,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
   check_keys(config.loss, 'loss', LOSS_KEYS)
   check_range('loss.label_smoothing', config.loss.label_smoothing, at_least=0, below=1)
-  check_positive(config.loss, 'loss', 'chunk_tokens')
+  check_range('loss.chunk_tokens', config.loss.chunk_tokens, at_least=0)
   check_keys(config.decoding, 'decoding', DECODING_KEYS)
   check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
   check_range('decoding.length_penalty', config.decoding.length_penalty, at_least=0)
@@ -100,7 +100,7 @@ def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.C
                                     rngs={'dropout': rng} if train else {}, method=Seq2SeqTransformer.output_layer_inputs)
   weight = (targets != PAD_ID) * batch['weight'][:, None]
   sums = loss.token_sums(states, table, bias, targets, weight, label_smoothing=loss_config.label_smoothing,
-                         chunk_tokens=loss_config.chunk_tokens)
+                         chunk_tokens=loss_config.chunk_tokens or loss.automatic_chunk_tokens(jax.default_backend()))
   return {'loss': sums.loss, 'nll': sums.nll, 'accuracy': sums.correct, 'count': weight.sum()}
 
 

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""One GPU window's work in one command: benchmarks with profiles first, then training runs by priority.
+
+On a lent GPU (README, "GPU"), inside one 10-minute command:
+    python scripts/gpu_campaign.py --out=$OUT --budget_seconds=540 \\
+        --multi30k=.gpu_data/multi30k --peer_models=.gpu_data/wmt_models.py
+In order, each step capped so that the whole fits --budget_seconds:
+  1. --benchmarks, each in a process of its own (scripts/benchmark.py, scripts/side_by_side_wmt.py, the
+     cuDNN attention tests): steps/s, MFU, compile time, memory and attention path, with 20 more steps
+     traced by jax.profiler for the step profiles ('lra': LRA ListOps in its `fused` variant; 'tiny':
+     the Multi30k `:tiny` step; 'base': the base translation step; 'side_by_side': ours against Flax's
+     examples/wmt at the base shapes, bfloat16; 'attention': tests/test_attention.py's cuDNN tests).
+     Meanwhile the LRA ListOps data is generated on one CPU core.
+  2. The runs of --plan (configs/gpu_campaign.txt), in its order, --parallel at a time, skipping those already committed under
+     results/gpu_campaign/NAME. A run still going at the deadline gets SIGTERM (the trainer saves and
+     exits 75), so its metrics.jsonl comes back all the same.
+What comes back fits the device tool's limit (8 files, 16 MiB each): OUT/summary.json, OUT/summary.md,
+OUT/runs.tar.gz (each run's results.json, metrics.jsonl, config.json and train.log), OUT/benchmarks.tar.gz
+(figures and logs) and OUT/traces_BENCHMARK.tar.gz, all rewritten after every step, so that a command killed at its
+limit still returns what had finished. With --tiny the same runs at CPU sizes in a minute or two: the test
+suite runs it, so the campaign cannot rot before a GPU is at hand.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from configs.listops import lra  # noqa: E402
+from lra_posenc.data.files import DataError  # noqa: E402
+
+PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
+COMMITTED = os.path.join(ROOT, 'results', 'gpu_campaign')
+TASK_MODULES = {'listops': 'lra_posenc.listops.train', 'translation': 'lra_posenc.translation.train'}
+RUN_FILES = ('results.json', 'metrics.jsonl', 'config.json', 'train.log')
+MAX_FILE_BYTES = 16 * 2**20  # The device tool returns no larger file.
+BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--eval=false', '--decode=false']
+# What each mode benchmarks: name -> (command after BENCHMARK or a script, seconds allowed).
+TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--config.model.qkv_dim=32',
+              '--config.model.mlp_dim=64', '--config.training.batch_size=8']
+TIMING = {False: ['--windows=3', '--steps_per_window=20'], True: ['--windows=1', '--steps_per_window=2',
+                                                                  '--trace_steps=2']}
+
+
+def benchmarks(tiny: bool, peer_models: str) -> dict[str, tuple[list[str], float]]:
+  """The commands of the benchmark step, by name, with the seconds each may take."""
+  if tiny:
+    listops = ['--task=listops', '--config=configs/listops/lra.py:cpu', *TINY_MODEL, '--encodings=none,alibi']
+    tiny_step = ['--task=translation', '--config=configs/translation/multi30k.py:sweep', *TINY_MODEL,
+                 '--config.data.tokenizer.vocab_size=256', '--config.data.max_length=16', '--encodings=rope']
+    base = tiny_step
+    shapes = ['--layers=1', '--dim=32', '--heads=2', '--mlp=64', '--batch=8', '--length=16', '--vocab=256',
+              '--windows=2', '--steps=2']
+  else:
+    listops = ['--task=listops', '--config=configs/listops/lra.py:fused', '--encodings=none']
+    # The :tiny step as trained: 4096 tokens a step (its batches are token budgets; the benchmark's are rows).
+    tiny_step = ['--task=translation', '--config=configs/translation/multi30k.py:tiny', '--encodings=sinusoidal',
+                 '--config.training.max_tokens=0', '--config.training.batch_size=128', '--config.data.max_length=32']
+    base = ['--task=translation', '--config=configs/translation/multi30k.py', '--config.model.dtype=bfloat16',
+            '--config.model.attention_dropout_rate=0.0', '--encodings=none']
+    shapes = ['--layers=6', '--dim=512', '--heads=8', '--mlp=2048', '--batch=128', '--length=64', '--vocab=8000']
+  tests = ['-k', 'oracle and (t5 or rope)'] if tiny else ['-k', 'cudnn']
+  return {
+      'lra': ([*BENCHMARK, *listops, *TIMING[tiny]], 60 if tiny else 150),
+      'tiny': ([*BENCHMARK, *tiny_step, *TIMING[tiny]], 60 if tiny else 60),
+      'base': ([*BENCHMARK, *base, *TIMING[tiny]], 60 if tiny else 90),
+      'side_by_side': ([sys.executable, os.path.join(ROOT, 'scripts', 'side_by_side_wmt.py'),
+                        f'--peer_models={peer_models}', '--dtype=bfloat16', *shapes], 60 if tiny else 120),
+      'attention': ([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests/test_attention.py',
+                     '-m', 'not slow', *tests], 120),
+  }
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+  """One line of the plan: a name, a task and the training command's flags."""
+  name: str
+  task: str
+  flags: tuple[str, ...]
+
+
+def read_plan(path: str) -> list[PlannedRun]:
+  """The plan's runs, in its order: `NAME TASK FLAGS...` per line; '#' starts a comment."""
+  runs, names = [], set()
+  with open(path) as f:
+    for number, line in enumerate(f, start=1):
+      words = shlex.split(line, comments=True)
+      if not words:
+        continue
+      if len(words) < 3 or words[1] not in TASK_MODULES:
+        raise DataError(path, number, f'expected NAME TASK FLAGS... with TASK one of {sorted(TASK_MODULES)}')
+      if words[0] in names:
+        raise DataError(path, number, f'run {words[0]!r} is planned twice')
+      names.add(words[0])
+      runs.append(PlannedRun(words[0], words[1], tuple(words[2:])))
+  return runs
+
+
+class Campaign:
+  """The work folder, the deadline and the summary; `pack` copies what is done to --out."""
+
+  def __init__(self, out: str, work: str, budget_seconds: float):
+    self.out, self.work = out, work
+    self.deadline = time.monotonic() + budget_seconds
+    self.summary = {'started': time.strftime('%Y-%m-%dT%H:%M:%S%z'), 'budget_seconds': budget_seconds,
+                    'benchmarks': {}, 'runs': {}}
+    for folder in ('benchmarks', 'logs', 'runs', 'traces'):
+      os.makedirs(os.path.join(work, folder), exist_ok=True)
+
+  def seconds_left(self) -> float:
+    return self.deadline - time.monotonic()
+
+  def pack(self) -> None:
+    """summary.json and .md, and one archive per folder, each left out (and said so) above the tool's limit."""
+    traced = sorted(os.listdir(os.path.join(self.work, 'traces')))
+    archives = {'benchmarks.tar.gz': ('benchmarks', 'logs'), 'runs.tar.gz': ('runs',)} | {
+        f'traces_{name}.tar.gz': (os.path.join('traces', name),) for name in traced}
+    self.summary['left_out'] = []
+    for archive, folders in archives.items():
+      path = os.path.join(self.out, archive)
+      with tarfile.open(path + '.tmp', 'w:gz') as tar:
+        for folder in folders:
+          tar.add(os.path.join(self.work, folder), arcname=folder, filter=_returned)
+      if os.path.getsize(path + '.tmp') > MAX_FILE_BYTES:
+        self.summary['left_out'].append(f'{archive}: {os.path.getsize(path + ".tmp")} bytes')
+        os.remove(path + '.tmp')
+      else:
+        os.replace(path + '.tmp', path)
+    with open(os.path.join(self.out, 'summary.json'), 'w') as f:
+      json.dump(self.summary, f, indent=2)
+    with open(os.path.join(self.out, 'summary.md'), 'w') as f:
+      f.write(markdown(self.summary))
+
+
+def _returned(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+  """Run folders keep only RUN_FILES; other folders keep everything."""
+  parts = member.name.split('/')
+  if parts[0] == 'runs' and len(parts) > 2 and (len(parts) > 3 or parts[2] not in RUN_FILES):
+    return None
+  return member
+
+
+def run_command(name: str, command: list[str], timeout: float, log_path: str) -> dict:
+  """Runs `command` from the repository root, its output to `log_path`; returns its status and time."""
+  print(f'[{name}] {shlex.join(command)}', flush=True)
+  start = time.perf_counter()
+  with open(log_path, 'w') as log:
+    try:
+      returncode = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=max(timeout, 1)).returncode
+    except subprocess.TimeoutExpired:
+      returncode = None
+  seconds = time.perf_counter() - start
+  status = 'ok' if returncode == 0 else ('timed out' if returncode is None else f'failed ({returncode})')
+  print(f'[{name}] {status} in {seconds:.0f} s', flush=True)
+  with open(log_path) as log:
+    return {'command': command, 'status': status, 'seconds': seconds, 'output_tail': log.read()[-1500:]}
+
+
+def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_models: str) -> None:
+  commands = benchmarks(tiny, peer_models)
+  for name in names:
+    command, allowed = commands[name]
+    figures = os.path.join(campaign.work, 'benchmarks', f'{name}.json')
+    if name in ('lra', 'tiny', 'base'):
+      command = [*command, f'--out={figures}', f'--trace_dir={os.path.join(campaign.work, "traces", name)}']
+    elif name == 'side_by_side':
+      command = [*command, f'--output={figures}']
+    step = run_command(name, command, min(allowed, campaign.seconds_left()),
+                       os.path.join(campaign.work, 'logs', f'{name}.log'))
+    if step['status'] == 'ok' and os.path.exists(figures):
+      with open(figures) as f:
+        step['figures'] = benchmark_figures(json.load(f))
+    campaign.summary['benchmarks'][name] = step
+    campaign.pack()
+
+
+def benchmark_figures(measured: dict) -> dict:
+  """What a reader compares across windows: per encoding steps/s, MFU, compile seconds, memory, attention path;
+  the side-by-side's ms per step and ratio."""
+  if 'ratio_ours_to_peer' in measured:
+    return {key: measured[key] for key in ('shape', 'ms_per_step', 'ratio_ours_to_peer', 'model_gflops_per_second')}
+  return {name: {'steps_per_second': run['train']['steps_per_second'], 'mfu': run['train']['mfu'],
+                 'compile_seconds': run['train']['compile_seconds'],
+                 'compiled_gib': run['train']['compiled_bytes_per_device'] / 2**30,
+                 'attention': {call: path['implementation'] + (f" ({path['reason']})" if path['reason'] else '')
+                               for call, path in run['attention'].items()}}
+          for name, run in measured['encodings'].items()}
+
+
+def generate_listops(data_dir: str, tiny: bool) -> subprocess.Popen:
+  """Starts writing the ListOps set every planned ListOps run reads: LRA's own (the config's generator), or
+  a small one. In a process of its own, on one CPU core, without jax."""
+  generator = lra.get_config('cpu' if tiny else 'fused').data.generator
+  if tiny:
+    generator.update(num_train_samples=640, num_valid_samples=64, num_test_samples=64)
+  command = [sys.executable, '-m', 'lra_posenc.data.listops', f'--output_dir={data_dir}',
+             *(f'--{key}={value}' for key, value in generator.items())]
+  print(f'[listops data] {shlex.join(command)}', flush=True)
+  os.makedirs(data_dir, exist_ok=True)
+  with open(os.path.join(data_dir, 'generate.log'), 'w') as log:
+    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, generating: subprocess.Popen, *,
+             committed: str, multi30k: str, parallel: int, least_seconds: float, grace_seconds: float) -> None:
+  """Starts the plan's runs in order while --least_seconds remain, at most `parallel` at once; stops them all
+  (SIGTERM, then SIGKILL after `grace_seconds`) `grace_seconds` before the deadline."""
+  pending = [run for run in plan if not os.path.exists(os.path.join(committed, run.name, 'results.json'))]
+  campaign.summary['skipped_as_committed'] = [run.name for run in plan if run not in pending]
+  running: dict[str, tuple[subprocess.Popen, float]] = {}
+  signalled: set[str] = set()
+  env = os.environ | {'XLA_PYTHON_CLIENT_MEM_FRACTION': f'{0.9 / parallel:.2f}', 'PYTHONUNBUFFERED': '1'}
+  while pending or running:
+    if pending and len(running) < parallel and campaign.seconds_left() >= least_seconds:
+      run = pending.pop(0)
+      workdir = os.path.join(campaign.work, 'runs', run.name)
+      os.makedirs(workdir, exist_ok=True)
+      if run.task == 'listops' and generating.wait() != 0:
+        raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
+      data_dir = listops_data if run.task == 'listops' else multi30k
+      command = [sys.executable, '-m', TASK_MODULES[run.task], f'--workdir={workdir}', *run.flags,
+                 f'--config.data.data_dir={data_dir}',
+                 f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
+      print(f'[{run.name}] {shlex.join(command)}', flush=True)
+      with open(os.path.join(workdir, 'train.log'), 'w') as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+      running[run.name] = (process, time.perf_counter())
+      campaign.summary['runs'][run.name] = {'command': command, 'status': 'running', 'beside': len(running) - 1}
+      continue
+    if not pending and not running:
+      break
+    if not running and campaign.seconds_left() < least_seconds:
+      campaign.summary['not_started'] = [run.name for run in pending]
+      break
+    time.sleep(1)
+    if campaign.seconds_left() < grace_seconds:
+      for name, (process, _) in running.items():
+        if name not in signalled:  # Once: a second SIGTERM would kill a run that is saving, or exiting.
+          process.send_signal(signal.SIGTERM)
+          signalled.add(name)
+    for name, (process, start) in list(running.items()):
+      returncode = process.poll()
+      if returncode is None and campaign.seconds_left() < 0:
+        process.kill()
+        returncode = process.wait()
+      if returncode is not None:
+        del running[name]
+        campaign.summary['runs'][name] |= run_figures(os.path.join(campaign.work, 'runs', name), returncode,
+                                                      time.perf_counter() - start)
+        print(f'[{name}] {campaign.summary["runs"][name]["status"]} in '
+              f'{campaign.summary["runs"][name]["seconds"]:.0f} s', flush=True)
+        campaign.pack()
+  campaign.summary['not_started'] = [run.name for run in pending]
+
+
+def run_figures(workdir: str, returncode: int, seconds: float) -> dict:
+  """A run's status and its headline numbers, from its results.json or else from its metrics.jsonl."""
+  status = {0: 'finished', 75: 'stopped at the deadline',  # 75: the trainer saved and exited.
+            -signal.SIGTERM: 'stopped at the deadline before it could save'}.get(returncode, f'failed ({returncode})')
+  figures = {'status': status, 'seconds': seconds}
+  results_path, metrics_path = (os.path.join(workdir, name) for name in ('results.json', 'metrics.jsonl'))
+  if os.path.exists(results_path):
+    with open(results_path) as f:
+      results = json.load(f)
+    figures |= {'step': results['step'], 'best_step': results['best_step'],
+                'test': {k: v for k, v in results['test'].items() if isinstance(v, (int, float))},
+                'train_seconds': results['train_seconds_this_run'],
+                'compile_seconds': results['runs'][-1].get('compile_seconds'), 'attention': results['attention']}
+  if os.path.exists(metrics_path):
+    with open(metrics_path) as f:
+      records = [json.loads(line) for line in f if line.strip()]
+    rates = sorted(r['steps_per_second'] for r in records if r['prefix'] == 'train' and 'steps_per_second' in r)
+    validation = [r for r in records if r['prefix'] == 'validation']
+    figures |= {'median_steps_per_second': rates[len(rates) // 2] if rates else None,
+                'last_train_step': max((r['step'] for r in records if r['prefix'] == 'train'), default=0),
+                'last_validation': validation[-1] if validation else None}
+  return figures
+
+
+def devices() -> dict:
+  import jax  # Here, not at the top: the campaign's steps run in processes of their own.
+  return {'jax': jax.__version__, 'backend': jax.default_backend(),
+          'default_matmul_precision': str(jax.config.jax_default_matmul_precision),
+          'devices': [{'platform': d.platform, 'device_kind': d.device_kind} for d in jax.devices()]}
+
+
+def markdown(summary: dict) -> str:
+  """The summary as a reader wants it: one line per benchmark and encoding, one per run."""
+  lines = [f'# GPU campaign, {summary["started"]}', '']
+  if 'devices' in summary:
+    kinds = ', '.join(sorted({d['device_kind'] for d in summary['devices']}))
+    lines += [f'jax {summary["jax"]}, {len(summary["devices"])} x {kinds}; default matmul precision '
+              f'{summary["default_matmul_precision"]}', '']
+  lines += ['| benchmark | encoding | status | steps/s | MFU | compile s | attention |', '| --- | --- | --- | --- | '
+            '--- | --- | --- |']
+  for name, step in summary['benchmarks'].items():
+    figures = step.get('figures') or {}
+    if 'ratio_ours_to_peer' in figures:
+      lines.append(f'| {name} | - | {step["status"]} | ms/step {figures["ms_per_step"]} | | | ratio ours/peer '
+                   f'{figures["ratio_ours_to_peer"]:.3f} |')
+      continue
+    for encoding, fig in figures.items():
+      mfu = '-' if fig['mfu'] is None else f'{fig["mfu"]:.1%}'
+      paths = '; '.join(f'{call}: {path}' for call, path in fig['attention'].items())
+      lines.append(f'| {name} | {encoding} | {step["status"]} | {fig["steps_per_second"]:.2f} | {mfu} | '
+                   f'{fig["compile_seconds"]:.1f} | {paths} |')
+    if not figures:
+      lines.append(f'| {name} | - | {step["status"]} ({step["seconds"]:.0f} s) | | | | |')
+  lines += ['', '| run | status | seconds | steps | median steps/s | test | beside |', '| --- | --- | --- | --- | --- '
+            '| --- | --- |']
+  for name, run in summary['runs'].items():
+    test = ', '.join(f'{k} {v:.4f}' for k, v in sorted(run.get('test', {}).items()))
+    rate = run.get('median_steps_per_second')
+    lines.append(f'| {name} | {run["status"]} | {run.get("seconds", 0):.0f} | {run.get("last_train_step", "-")} | '
+                 f'{"-" if rate is None else f"{rate:.2f}"} | {test} | {run["beside"]} |')
+  for key in ('skipped_as_committed', 'not_started', 'left_out'):
+    if summary.get(key):
+      lines += ['', f'{key.replace("_", " ")}: {", ".join(summary[key])}']
+  return '\n'.join(lines) + '\n'
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument('--out', required=True, help='Where summary.json, summary.md and the archives go.')
+  parser.add_argument('--work', default='', help='Work folder (runs, data, traces); default OUT/../campaign_work.')
+  parser.add_argument('--budget_seconds', type=float, default=540, help='Everything ends by then.')
+  parser.add_argument('--benchmarks', default='lra,tiny,side_by_side,base,attention',
+                      help='Comma-separated, in order, of lra, tiny, base, side_by_side, attention; empty: none.')
+  parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK FLAGS...')
+  parser.add_argument('--committed', default=COMMITTED, help='Runs with NAME/results.json here are not run again.')
+  parser.add_argument('--parallel', type=int, default=2, help='Runs sharing the GPU at once.')
+  parser.add_argument('--least_seconds', type=float, default=150, help='No run starts with less time left.')
+  parser.add_argument('--grace_seconds', type=float, default=25, help='Stop runs this long before the deadline.')
+  parser.add_argument('--multi30k', default=os.path.join(ROOT, '..', 'shared', 'data', 'multi30k'),
+                      help="Multi30k's raw files, for translation runs.")
+  parser.add_argument('--peer_models', default='/tmp/wmt_models.py', help="Flax's examples/wmt/models.py.")
+  parser.add_argument('--tiny', action='store_true', help='CPU sizes: what the test suite runs.')
+  args = parser.parse_args()
+  names = [n for n in args.benchmarks.split(',') if n]
+  if unknown := sorted(set(names) - set(benchmarks(args.tiny, args.peer_models))):
+    parser.error(f'--benchmarks: {", ".join(unknown)} not among lra, tiny, base, side_by_side, attention')
+  try:
+    plan = read_plan(args.plan)
+  except DataError as error:
+    parser.error(str(error))
+  os.makedirs(args.out, exist_ok=True)
+  campaign = Campaign(args.out, args.work or os.path.join(os.path.dirname(os.path.abspath(args.out)),
+                                                           'campaign_work'), args.budget_seconds)
+  campaign.summary |= devices()
+  print(json.dumps({k: campaign.summary[k] for k in ('jax', 'backend', 'devices')}), flush=True)
+  listops_data = os.path.join(campaign.work, 'listops_data')
+  generating = generate_listops(listops_data, args.tiny)
+  try:
+    run_benchmarks(campaign, names, args.tiny, args.peer_models)
+    run_plan(campaign, plan, listops_data, generating, committed=args.committed,
+             multi30k=os.path.abspath(args.multi30k),
+             parallel=args.parallel, least_seconds=args.least_seconds, grace_seconds=args.grace_seconds)
+  finally:
+    generating.kill()
+    campaign.pack()
+  print(markdown(campaign.summary), flush=True)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,70 @@
+"""The GPU campaign's tiny mode on this CPU: every step it takes on a GPU, at CPU sizes, so that it cannot rot."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CAMPAIGN = [sys.executable, os.path.join(ROOT, 'scripts', 'gpu_campaign.py')]
+TINY_RUN = ('listops --config=configs/listops/lra.py:cpu --config.model.num_layers=1 --config.model.emb_dim=32 '
+            '--config.model.qkv_dim=32 --config.model.mlp_dim=64 --config.training.log_every_steps=2 '
+            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4')
+
+
+@pytest.mark.slow
+def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_returns_few_files(tmp_path):
+  """A run that finishes comes back whole; one that cannot finish is stopped at the deadline and still brings
+  its metrics; a committed one is not run again; everything returned is a handful of small files."""
+  plan = tmp_path / 'plan.txt'
+  plan.write_text('# Two tiny runs.\n'
+                  f'finishing {TINY_RUN} --config.training.num_train_steps=8\n'
+                  f'endless {TINY_RUN} --config.training.num_train_steps=1000000 --config.model.pos_encoding=alibi\n'
+                  f'committed {TINY_RUN}\n')
+  (tmp_path / 'committed' / 'committed').mkdir(parents=True)
+  (tmp_path / 'committed' / 'committed' / 'results.json').write_text('{}')
+  out = tmp_path / 'out'
+  process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={out}', f'--work={tmp_path / "work"}', '--benchmarks=lra',
+                            f'--plan={plan}', f'--committed={tmp_path / "committed"}', '--budget_seconds=110',
+                            '--least_seconds=20', '--grace_seconds=10'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=400)
+  assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+  assert sorted(os.listdir(out)) == ['benchmarks.tar.gz', 'runs.tar.gz', 'summary.json', 'summary.md',
+                                     'traces_lra.tar.gz']
+  summary = json.loads((out / 'summary.json').read_text())
+  lra = summary['benchmarks']['lra']
+  assert lra['status'] == 'ok' and sorted(lra['figures']) == ['alibi', 'none']
+  assert lra['figures']['none']['steps_per_second'] > 0
+  runs = summary['runs']
+  assert sorted(runs) == ['endless', 'finishing'] and summary['skipped_as_committed'] == ['committed']
+  assert runs['finishing']['status'] == 'finished' and runs['finishing']['step'] == 8
+  assert 0 <= runs['finishing']['test']['accuracy'] <= 1 and runs['finishing']['compile_seconds'] > 0
+  assert runs['endless']['status'] == 'stopped at the deadline' and runs['endless']['last_train_step'] >= 2
+  assert runs['endless']['beside'] == 1  # It shared the device with the finishing run.
+  with tarfile.open(out / 'runs.tar.gz') as tar:
+    names = set(tar.getnames())
+  assert {'runs/finishing/results.json', 'runs/finishing/metrics.jsonl', 'runs/endless/metrics.jsonl',
+          'runs/endless/train.log'} <= names
+  assert not [name for name in names if 'checkpoints' in name]
+  with tarfile.open(out / 'traces_lra.tar.gz') as tar:
+    assert any(name.endswith('.xplane.pb') for name in tar.getnames())
+  text = (out / 'summary.md').read_text()
+  assert '| finishing | finished |' in text and '| endless | stopped at the deadline |' in text
+
+
+def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
+  plan = tmp_path / 'plan.txt'
+  plan.write_text('# fine\nok listops --config=configs/listops/lra.py:cpu\nbroken sideways --config=x\n')
+  process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={tmp_path / "out"}', f'--plan={plan}', '--benchmarks='],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert process.returncode != 0
+  assert f'{plan}:3: expected NAME TASK FLAGS... with TASK one of' in process.stderr
+
+
+def test_the_committed_plan_reads_and_names_each_run_once():
+  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+  import gpu_campaign  # noqa: PLC0415
+  plan = gpu_campaign.read_plan(gpu_campaign.PLAN)
+  assert plan[0].name == 'lra_fused_none_s0' and len({run.name for run in plan}) == len(plan)
