@@ -1,6 +1,8 @@
 """The checks every choice- or range-valued setting goes through, so all such errors read alike."""
 from collections.abc import Iterable
 
+import ml_collections
+
 
 def check_choice(key: str, value: object, choices: Iterable) -> None:
   """Raises ValueError naming `key`, the bad value and the valid choices."""
@@ -18,3 +20,14 @@ def check_range(key: str, value: float, *, above: float | None = None, at_least:
   if ((above is not None and not value > above) or (at_least is not None and not value >= at_least)
       or (below is not None and not value < below) or (at_most is not None and not value <= at_most)):
     raise ValueError(f'{key}={value!r} must be {" and ".join(bounds)}' + (f' ({why})' if why else ''))
+
+
+def check_positive(section: ml_collections.ConfigDict, path: str, *keys: str) -> None:
+  """Each of `keys` of the config section at `path` must be > 0."""
+  for key in keys:
+    check_range(f'{path}.{key}', section[key], above=0)
+
+
+def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
+  """The config section's `key` must be one of `choices`."""
+  check_choice(f'{path}.{key}', section[key], choices)

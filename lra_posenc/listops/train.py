@@ -25,8 +25,8 @@ from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassi
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import Batch, HostShard
-from lra_posenc.training.config_checks import (check_keys, check_positive, check_section_choice,
-                                                upgrade_generator_keys)
+from lra_posenc.training.config_checks import check_keys, upgrade_generator_keys
+from lra_posenc.validation import check_positive, check_section_choice
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(

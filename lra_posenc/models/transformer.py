@@ -12,8 +12,7 @@ from lra_posenc import encodings
 from lra_posenc.models import attention
 from lra_posenc.models.attention import MultiHeadAttention
 from lra_posenc.models.dropout import Dropout
-from lra_posenc.training.config_checks import check_positive, check_section_choice
-from lra_posenc.validation import check_range
+from lra_posenc.validation import check_positive, check_range, check_section_choice
 
 Array = jax.Array
 

@@ -3,7 +3,6 @@ from collections.abc import Iterable, Mapping
 
 import ml_collections
 
-from lra_posenc.validation import check_choice, check_range
 
 
 # Keys that had two meanings, or one name with another key, and what replaced them.
@@ -26,17 +25,6 @@ def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[
   missing = [key for key in allowed if key not in section]
   if missing:
     raise ValueError(f'{path} lacks key(s) {missing}')
-
-
-def check_positive(section: ml_collections.ConfigDict, path: str, *keys: str) -> None:
-  """Each of `keys` of the section at `path` must be > 0."""
-  for key in keys:
-    check_range(f'{path}.{key}', section[key], above=0)
-
-
-def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
-  """The section's `key` must be one of `choices`."""
-  check_choice(f'{path}.{key}', section[key], choices)
 
 
 # Keys added later, with the value that gives the behaviour from before them.

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
-from lra_posenc.validation import check_range
+from lra_posenc.training.config_checks import check_keys
+from lra_posenc.validation import check_positive, check_range, check_section_choice
 
 KEYS = ('learning_rate', 'schedule', 'warmup_steps', 'b1', 'b2', 'eps', 'weight_decay', 'grad_clip_norm')
 SCHEDULES = ('rsqrt', 'cosine', 'constant')

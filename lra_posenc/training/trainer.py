@@ -30,11 +30,11 @@ from lra_posenc import progress
 from lra_posenc.training import distributed, optim
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.config_checks import check_keys, check_positive, upgrade_old_model
+from lra_posenc.training.config_checks import check_keys, upgrade_old_model
 from lra_posenc.training.metric_writer import MetricWriter
 from lra_posenc.training.provenance import provenance
 from lra_posenc.training.stop_signals import StopSignals
-from lra_posenc.validation import check_range
+from lra_posenc.validation import check_positive, check_range
 
 AXIS = 'batch'
 TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')

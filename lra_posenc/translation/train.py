@@ -25,11 +25,11 @@ from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS, Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
-from lra_posenc.training.config_checks import check_keys, check_positive, check_section_choice
+from lra_posenc.training.config_checks import check_keys
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator, model_max_len
-from lra_posenc.validation import check_range
+from lra_posenc.validation import check_positive, check_range, check_section_choice
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')

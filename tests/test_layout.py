@@ -1,0 +1,78 @@
+"""The package's import graph: no cycles, and models (with encodings) import nothing of training."""
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = 'lra_posenc'
+
+
+def module_files() -> dict[str, str]:
+  """Module name -> path, for every module of the package."""
+  modules = {}
+  for directory, _, files in os.walk(os.path.join(ROOT, PACKAGE)):
+    for name in files:
+      if name.endswith('.py'):
+        parts = os.path.relpath(os.path.join(directory, name), ROOT)[:-3].split(os.sep)
+        modules['.'.join(parts[:-1] if parts[-1] == '__init__' else parts)] = os.path.join(directory, name)
+  return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+  """Module -> the package's modules it imports, anywhere in its file."""
+  modules = module_files()
+  graph = {}
+  for module, path in modules.items():
+    with open(path) as f:
+      tree = ast.parse(f.read(), path)
+    imported = set()
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        imported.update(alias.name for alias in node.names)
+      elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        # `from a.b import c` imports module a.b.c where there is one, else names of a.b.
+        imported.update(f'{node.module}.{alias.name}' if f'{node.module}.{alias.name}' in modules else node.module
+                        for alias in node.names)
+    graph[module] = {name for name in imported if name in modules and name != module}
+  return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+  """One import cycle of `graph` (its modules in order, the first repeated at the end), or None."""
+  state, path = {}, []
+
+  def visit(module: str) -> list[str] | None:
+    state[module] = 'open'
+    path.append(module)
+    for imported in sorted(graph.get(module, ())):
+      if state.get(imported) == 'open':
+        return path[path.index(imported):] + [imported]
+      if imported not in state and (found := visit(imported)):
+        return found
+    path.pop()
+    state[module] = 'done'
+    return None
+
+  for module in sorted(graph):
+    if module not in state and (found := visit(module)):
+      return found
+  return None
+
+
+def test_the_cycle_finder_finds_a_cycle_and_none_where_there_is_none():
+  assert cycle({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == ['a', 'b', 'c', 'a']
+  assert cycle({'a': {'b', 'c'}, 'b': {'c'}, 'c': set()}) is None
+
+
+def test_the_package_has_no_import_cycle():
+  graph = import_graph()
+  assert len(graph) > 40 and 'lra_posenc.training.trainer' in graph['lra_posenc.listops.train']
+  assert cycle(graph) is None
+
+
+def test_models_and_encodings_import_nothing_of_training_or_the_tasks():
+  """The model layer is below the trainer and the tasks: a model can be built and tested without them."""
+  below = ('lra_posenc.models', 'lra_posenc.encodings')
+  above = ('lra_posenc.training', 'lra_posenc.listops', 'lra_posenc.translation')
+  wrong = {module: sorted(name for name in imported if name.startswith(above))
+           for module, imported in import_graph().items() if module.startswith(below)}
+  assert {module: names for module, names in wrong.items() if names} == {}
