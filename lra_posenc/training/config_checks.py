@@ -4,7 +4,6 @@ from collections.abc import Iterable, Mapping
 import ml_collections
 
 
-
 # Keys that had two meanings, or one name with another key, and what replaced them.
 RENAMED = {
     'data.max_eval_length': 'data.max_eval_source_length (evaluated sources are cut to it) and '
