@@ -237,10 +237,7 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
       running[run.name] = (process, time.perf_counter())
       campaign.summary['runs'][run.name] = {'command': command, 'status': 'running', 'beside': len(running) - 1}
       continue
-    if not pending and not running:
-      break
     if not running and campaign.seconds_left() < least_seconds:
-      campaign.summary['not_started'] = [run.name for run in pending]
       break
     time.sleep(1)
     if campaign.seconds_left() < grace_seconds:
