@@ -25,6 +25,9 @@ from lra_posenc.models import flops
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
+from lra_posenc.training.placement import device_batches, replicate, stop_requests
+from lra_posenc.training.steps import create_state, pmapped_steps, zero_sums
+from lra_posenc.training.task import Task
 
 # Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
 # `model.dtype`. float32 counts TF32 tensor cores, which JAX's default precision uses there.
@@ -56,7 +59,7 @@ class Workload:
     tokens_per_example: tokens one example carries (source and target for translation).
     translator: beam search for decoding benchmarks (translation only).
   """
-  task: trainer.Task
+  task: Task
   batch: Callable[[int, np.random.Generator], Batch]
   forward_flops: flops.ForwardFlops
   tokens_per_example: int
@@ -71,10 +74,10 @@ def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.Conf
   return config
 
 
-def synthetic_task(init_params: Callable, metrics: Callable, attention_paths: dict[str, Any]) -> trainer.Task:
+def synthetic_task(init_params: Callable, metrics: Callable, attention_paths: dict[str, Any]) -> Task:
   """A task with a model and no data: what a `Workload` gives the trainer's steps."""
-  return trainer.Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
-                      selection_metric='accuracy', artifacts={}, baselines={}, attention_paths=attention_paths)
+  return Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
+              selection_metric='accuracy', artifacts={}, baselines={}, attention_paths=attention_paths)
 
 
 def peak_flops(device_kind: str, dtype: str) -> float | None:
@@ -103,7 +106,7 @@ def timed_windows(run_window: Callable[[], Any], windows: int) -> list[float]:
 
 
 def _on_devices(batch: Batch) -> Batch:
-  return next(trainer.device_batches([batch], size=1))
+  return next(device_batches([batch], size=1))
 
 
 def _compiled_bytes(compiled) -> int:
@@ -120,13 +123,13 @@ def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> 
   """
   devices = jax.local_device_count()
   per_device = lambda x: jax.ShapeDtypeStruct((devices,) + x.shape, x.dtype)
-  state = jax.eval_shape(lambda: trainer.create_state(config, workload.task, jax.random.PRNGKey(0)))
+  state = jax.eval_shape(lambda: create_state(config, workload.task, jax.random.PRNGKey(0)))
   batch = workload.batch(config.training.batch_size, np.random.default_rng(0))
   batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct((devices, x.shape[0] // devices) + x.shape[1:], x.dtype), batch)
   rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
   state, rng, no_stop = jax.tree.map(per_device, state), per_device(rng), jax.ShapeDtypeStruct((devices,), jnp.bool_)
-  p_train_step, _ = trainer.pmapped_steps(workload.task)
-  sums = trainer.zero_sums(workload.task, state, batch, rng, no_stop)
+  p_train_step, _ = pmapped_steps(workload.task)
+  sums = zero_sums(workload.task, state, batch, rng, no_stop)
   compiled = p_train_step.lower(state, sums, batch, rng, no_stop).compile()
   stats = compiled.memory_analysis()
   return {'argument_bytes': stats.argument_size_in_bytes, 'output_bytes': stats.output_size_in_bytes,
@@ -144,11 +147,11 @@ class TrainStepTimer:
   def __init__(self, config: ml_collections.ConfigDict, workload: Workload):
     self.config, self.workload = config, workload
     self._batch = _on_devices(workload.batch(config.training.batch_size, np.random.default_rng(config.seed)))
-    self._state = trainer.replicate(trainer.create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
-    self._rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
-    self._no_stop = trainer.stop_requests(False)
-    self._zero_sums = trainer.zero_sums(workload.task, self._state, self._batch, self._rng, self._no_stop)
-    p_train_step, _ = trainer.pmapped_steps(workload.task)
+    self._state = replicate(create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
+    self._rng = replicate(jax.random.PRNGKey(config.seed + 1))
+    self._no_stop = stop_requests(False)
+    self._zero_sums = zero_sums(workload.task, self._state, self._batch, self._rng, self._no_stop)
+    p_train_step, _ = pmapped_steps(workload.task)
     start = time.perf_counter()
     self._step = p_train_step.lower(self._state, self._zero_sums, self._batch, self._rng, self._no_stop).compile()
     self.compile_seconds = time.perf_counter() - start
@@ -252,8 +255,8 @@ def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *,
   """Median examples/s of the pmapped eval step at `evaluation.batch_size`."""
   batch_size = config.evaluation.batch_size
   batch = _on_devices(workload.batch(batch_size, np.random.default_rng(config.seed)))
-  params = trainer.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
-  _, p_eval_step = trainer.pmapped_steps(workload.task)
+  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  _, p_eval_step = pmapped_steps(workload.task)
   start = time.perf_counter()
   compiled = p_eval_step.lower(params, batch).compile()
   compile_seconds = time.perf_counter() - start
@@ -277,7 +280,7 @@ def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, w
   rng = np.random.default_rng(config.seed)
   sources = np.zeros((translator.batch_size, config.data.max_eval_source_length), np.int32)
   sources[:, :config.data.max_length] = workload.batch(translator.batch_size, rng)['inputs']
-  params = trainer.replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
   start = time.perf_counter()
   outputs = translator.translate_ids(params, sources)
   first_call_seconds = time.perf_counter() - start
@@ -287,7 +290,7 @@ def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, w
           'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
 
 
-def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir: str, *, windows: int,
+def pipeline_gap(config: ml_collections.ConfigDict, task: Task, workdir: str, *, windows: int,
                  steps_per_window: int) -> dict[str, Any]:
   """Steps/s of the real train loop (`trainer.train_and_evaluate`) against the same batches held on device.
 
@@ -304,12 +307,12 @@ def pipeline_gap(config: ml_collections.ConfigDict, task: trainer.Task, workdir:
   start = time.perf_counter()
   host_batches = [batch for _, batch in zip(range(steps), task.train_batches(0))]
   host_batches_per_second = steps / (time.perf_counter() - start)
-  batches = list(trainer.device_batches(host_batches, size=2))
-  state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(config.seed)))
-  step_rng = trainer.replicate(jax.random.PRNGKey(config.seed + 1))
-  no_stop = trainer.stop_requests(False)
-  p_train_step, _ = trainer.pmapped_steps(task)
-  sums = trainer.zero_sums(task, state, batches[0], step_rng, no_stop)
+  batches = list(device_batches(host_batches, size=2))
+  state = replicate(create_state(config, task, jax.random.PRNGKey(config.seed)))
+  step_rng = replicate(jax.random.PRNGKey(config.seed + 1))
+  no_stop = stop_requests(False)
+  p_train_step, _ = pmapped_steps(task)
+  sums = zero_sums(task, state, batches[0], step_rng, no_stop)
 
   def run(window_batches) -> float:
     nonlocal state

@@ -16,6 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
 
+# A length-table cell whose encoding has no value past its training length (a learned table).
+CANNOT_EXTRAPOLATE = 'cannot extrapolate'
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
@@ -88,3 +91,26 @@ def save_line_plot(figure, axes, path: str, *, legend_title: str | None = None) 
   figure.tight_layout()  # Again: the wrapped title's height is known only once the legend has narrowed the axes.
   figure.savefig(path, dpi=120)
   plt.close(figure)
+
+
+def length_table(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, digits: int) -> str:
+  """Markdown: a row per variant of mean ± std by length (or depth) bucket, the majority class and the examples
+  per bucket; a variant whose encoding has no value past its training length reads CANNOT_EXTRAPOLATE."""
+  lines = ['| variant | ' + ' | '.join(buckets) + ' |', '| --- ' * (len(buckets) + 1) + '|']
+  for variant, cells in summary.items():
+    row = []
+    for bucket in buckets:
+      cell = cells.get(bucket)
+      if cell is None:
+        row.append('')
+      elif cell['mean'] is None:
+        row.append(CANNOT_EXTRAPOLATE)
+      else:
+        row.append(mean_std_cell(cell, digits) + (f" (n={len(cell['values'])})" if len(cell['values']) > 1 else ''))
+    lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
+  if baseline:
+    lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')
+  # Each bucket's count from the first row that has it (merged tables hold rows without some buckets).
+  examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}
+  lines.append('| examples | ' + ' | '.join(str(examples.get(b, '')) for b in buckets) + ' |')
+  return '\n'.join(lines) + '\n'

@@ -10,7 +10,7 @@ import ml_collections
 
 from lra_posenc import benchmarking
 from lra_posenc.listops import train as listops_train
-from lra_posenc.training import trainer
+from lra_posenc.training.task import Task
 from lra_posenc.translation import train as translation_train
 
 
@@ -28,7 +28,7 @@ class TaskSpec:
     default_target: a validation score whose first crossing sweeps report.
   """
   module: str
-  create_task: Callable[[ml_collections.ConfigDict, str], trainer.Task]
+  create_task: Callable[[ml_collections.ConfigDict, str], Task]
   benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
   test_metrics: tuple[str, ...]
   validation_metric: str

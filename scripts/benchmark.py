@@ -41,12 +41,10 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from lra_posenc import benchmarking, encodings  # noqa: E402
-from lra_posenc.tasks import TASKS  # noqa: E402
-from lra_posenc.training import cli, distributed, provenance  # noqa: E402
-from lra_posenc.validation import check_choice  # noqa: E402
+from lra_posenc import benchmarking, encodings
+from lra_posenc.tasks import TASKS
+from lra_posenc.training import cli, distributed, provenance
+from lra_posenc.validation import check_choice
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')

@@ -29,17 +29,14 @@ import argparse
 import functools
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 
 import ml_collections
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from lra_posenc.training.checkpointing import read_config  # noqa: E402
-from lra_posenc.translation import bleu  # noqa: E402
-from lra_posenc.translation import train as translation_train  # noqa: E402
+from lra_posenc.training.checkpointing import read_config
+from lra_posenc.translation import bleu
+from lra_posenc.translation import train as translation_train
 
 CHECKPOINTS = ('best', 'averaged')
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.

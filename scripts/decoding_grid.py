@@ -16,17 +16,14 @@ Writes WORKDIR/decoding_grid/CHECKPOINT_SPLIT.json (or --output) and prints a Ma
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from lra_posenc.training.checkpointing import restore_best, restore_evaluated  # noqa: E402
-from lra_posenc.training.trainer import average_parameters  # noqa: E402
-from lra_posenc.translation import bleu, input_pipeline  # noqa: E402
-from lra_posenc.translation import train as translation_train  # noqa: E402
-from lra_posenc.translation.translate import check_translation_workdir  # noqa: E402
-from lra_posenc.translation.translator import create_translator  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best, restore_evaluated
+from lra_posenc.training.evaluation import average_parameters
+from lra_posenc.translation import bleu, input_pipeline
+from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.translate import check_translation_workdir
+from lra_posenc.translation.translator import create_translator
 
 CHECKPOINTS = ('best', 'averaged')
 

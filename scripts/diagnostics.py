@@ -23,7 +23,6 @@ head for that ListOps input. summary.json holds the numbers behind the plots.
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 
 import matplotlib
@@ -31,8 +30,6 @@ import numpy as np
 
 matplotlib.use('Agg')  # Files only; no display.
 import matplotlib.pyplot as plt  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -32,12 +32,10 @@ import tarfile
 import time
 from collections.abc import Sequence
 
+from lra_posenc.config_files import load_config
+from lra_posenc.data.files import DataError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from configs.listops import lra  # noqa: E402
-from lra_posenc.data.files import DataError  # noqa: E402
-
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
 COMMITTED = os.path.join(ROOT, 'results', 'gpu_campaign')
 TASK_MODULES = {'listops': 'lra_posenc.listops.train', 'translation': 'lra_posenc.translation.train'}
@@ -200,7 +198,7 @@ def benchmark_figures(measured: dict) -> dict:
 def generate_listops(data_dir: str, tiny: bool) -> subprocess.Popen:
   """Starts writing the ListOps set every planned ListOps run reads: LRA's own (the config's generator), or
   a small one. In a process of its own, on one CPU core, without jax."""
-  generator = lra.get_config('cpu' if tiny else 'fused').data.generator
+  generator = load_config(os.path.join(ROOT, 'configs', 'listops', 'lra.py'), 'cpu' if tiny else 'fused').data.generator
   if tiny:
     generator.update(num_train_samples=640, num_valid_samples=64, num_test_samples=64)
   command = [sys.executable, '-m', 'lra_posenc.data.listops', f'--output_dir={data_dir}',

@@ -34,29 +34,25 @@ import dataclasses
 import json
 import os
 import random
-import sys
 from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lra_posenc import encodings
+from lra_posenc.data import listops as generator
+from lra_posenc.listops import evaluate as listops_evaluate
+from lra_posenc.listops import input_pipeline as listops_input
+from lra_posenc.listops import train as listops_train
+from lra_posenc.sweeps import (CANNOT_EXTRAPOLATE, comparison_figure, length_table, mean_and_std, mean_std_cell,
+                               save_line_plot, spec_of_directory)
+from lra_posenc.tasks import TASKS
+from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.workdir import write_json
+from lra_posenc.translation import bleu
+from lra_posenc.translation import input_pipeline as translation_input
+from lra_posenc.translation import train as translation_train
 
-from lra_posenc import encodings  # noqa: E402
-from lra_posenc.data import listops as generator  # noqa: E402
-from lra_posenc.listops import evaluate as listops_evaluate  # noqa: E402
-from lra_posenc.listops import input_pipeline as listops_input  # noqa: E402
-from lra_posenc.listops import train as listops_train  # noqa: E402
-from lra_posenc.sweeps import (comparison_figure, mean_and_std, mean_std_cell, save_line_plot,  # noqa: E402
-                               spec_of_directory)
-from lra_posenc.tasks import TASKS  # noqa: E402
-from lra_posenc.training.checkpointing import read_config, restore_best  # noqa: E402
-from lra_posenc.training.trainer import write_json  # noqa: E402
-from lra_posenc.translation import bleu  # noqa: E402
-from lra_posenc.translation import input_pipeline as translation_input  # noqa: E402
-from lra_posenc.translation import train as translation_train  # noqa: E402
-
-CANNOT_EXTRAPOLATE = 'cannot extrapolate'
 CACHE_FILE = 'length_scores.json'
 
 
@@ -228,27 +224,6 @@ def paired_table(paired: dict, buckets: Sequence[str], earlier: str, digits: int
   return '\n'.join(lines) + '\n'
 
 
-def markdown_table(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, digits: int) -> str:
-  lines = ['| variant | ' + ' | '.join(buckets) + ' |', '| --- ' * (len(buckets) + 1) + '|']
-  for variant, cells in summary.items():
-    row = []
-    for bucket in buckets:
-      cell = cells.get(bucket)
-      if cell is None:
-        row.append('')
-      elif cell['mean'] is None:
-        row.append(CANNOT_EXTRAPOLATE)
-      else:
-        row.append(mean_std_cell(cell, digits) + (f" (n={len(cell['values'])})" if len(cell['values']) > 1 else ''))
-    lines.append(f'| {variant} | ' + ' | '.join(row) + ' |')
-  if baseline:
-    lines.append('| majority class | ' + ' | '.join(f'{baseline[b]:.{digits}f}' for b in buckets) + ' |')
-  # Each bucket's count from the first row that has it (merged tables hold rows without some buckets).
-  examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}
-  lines.append('| examples | ' + ' | '.join(str(examples.get(b, '')) for b in buckets) + ' |')
-  return '\n'.join(lines) + '\n'
-
-
 def plot(summary: dict, buckets: Sequence[str], baseline: dict[str, float] | None, xlabel: str, ylabel: str,
          path: str, title: str) -> None:
   """Mean score per bucket (of length or depth) and variant, error bars one std over seeds.
@@ -353,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     writer.writerows(rows)
   with open(os.path.join(output_dir, 'summary.json'), 'w') as f:
     json.dump({'buckets': buckets, 'variants': summary, 'majority_class': baseline or None}, f, indent=2)
-  table = markdown_table(summary, buckets, baseline or None, digits=3 if args.task == 'listops' else 2)
+  table = length_table(summary, buckets, baseline or None, digits=3 if args.task == 'listops' else 2)
   with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
     f.write(table)
   draw(summary, buckets, baseline or None)

@@ -14,12 +14,9 @@ classes must agree (the same evaluation set), or the merge refuses, naming the b
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from length_generalisation import markdown_table  # noqa: E402
+from lra_posenc.sweeps import length_table
 
 
 def merge(summaries: dict[str, dict], variants: Sequence[str] | None = None) -> dict:
@@ -61,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open(path) as f:
       summaries[os.path.dirname(os.path.normpath(path))] = json.load(f)
   merged = merge(summaries, args.variants.split(',') if args.variants else None)
-  table = markdown_table(merged['variants'], merged['buckets'], merged['majority_class'] or None, args.digits)
+  table = length_table(merged['variants'], merged['buckets'], merged['majority_class'] or None, args.digits)
   table += '\nCells from:\n' + ''.join(f"- {variant}: {', '.join(names)}\n"
                                        for variant, names in merged['sources'].items())
   os.makedirs(args.report_dir, exist_ok=True)

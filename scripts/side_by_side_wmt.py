@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -32,12 +31,13 @@ import ml_collections
 import numpy as np
 import optax
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lra_posenc import benchmarking
+from lra_posenc.config_files import load_config
+from lra_posenc.training import provenance
+from lra_posenc.translation import train as translation_train
 
-from configs.translation import multi30k  # noqa: E402
-from lra_posenc import benchmarking  # noqa: E402
-from lra_posenc.training import provenance  # noqa: E402
-from lra_posenc.translation import train as translation_train  # noqa: E402
+MULTI30K_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'translation',
+                               'multi30k.py')
 
 
 class PeerStepTimer:
@@ -87,7 +87,7 @@ class PeerStepTimer:
 
 def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
   """The translation config at the peer's shapes and dropout sites."""
-  config = multi30k.get_config('cpu')
+  config = load_config(MULTI30K_CONFIG, 'cpu')
   config.model.update(emb_dim=args.dim, qkv_dim=args.dim, mlp_dim=args.mlp, num_heads=args.heads,
                       num_layers=args.layers, dropout_rate=args.dropout, attention_dropout_rate=args.dropout,
                       activation_dropout_rate=args.dropout, activation='relu', norm_position='pre',

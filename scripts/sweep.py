@@ -41,15 +41,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from lra_posenc import encodings  # noqa: E402
-from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_override,  # noqa: E402
+from lra_posenc import encodings
+from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_override,
                                parse_variant, save_line_plot)
-from lra_posenc.tasks import TASKS, TaskSpec  # noqa: E402
-from lra_posenc.training import provenance  # noqa: E402
-from lra_posenc.training.metric_writer import read_history  # noqa: E402
-from lra_posenc.training.trainer import write_json  # noqa: E402
+from lra_posenc.tasks import TASKS, TaskSpec
+from lra_posenc.training import provenance
+from lra_posenc.training.metric_writer import read_history
+from lra_posenc.training.workdir import write_json
 
 RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'

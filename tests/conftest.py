@@ -17,14 +17,12 @@ import ml_collections
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from configs.listops import lra  # noqa: E402
-from configs.translation import multi30k  # noqa: E402
-from lra_posenc.data import listops  # noqa: E402
-from lra_posenc.listops import train  # noqa: E402
-from lra_posenc.training import distributed, trainer  # noqa: E402
-from lra_posenc.training.checkpointing import Checkpoints  # noqa: E402
+from configs.listops import lra
+from configs.translation import multi30k
+from lra_posenc.data import listops
+from lra_posenc.listops import train
+from lra_posenc.training import distributed, trainer
+from lra_posenc.training.checkpointing import Checkpoints
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 

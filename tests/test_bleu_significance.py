@@ -3,7 +3,6 @@ run on the sentence statistics a run records, scored as the trainer scores."""
 import json
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from conftest import toy_config
 from lra_posenc.translation import bleu, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 
 import bleu_significance  # noqa: E402
 

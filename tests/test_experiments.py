@@ -4,7 +4,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,6 @@ from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 
 import diagnostics  # noqa: E402
 import length_generalisation  # noqa: E402

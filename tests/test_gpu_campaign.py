@@ -64,7 +64,6 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
 
 
 def test_the_committed_plan_reads_and_names_each_run_once():
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
   import gpu_campaign  # noqa: PLC0415
   plan = gpu_campaign.read_plan(gpu_campaign.PLAN)
   assert plan[0].name == 'lra_fused_none_s0' and len({run.name for run in plan}) == len(plan)

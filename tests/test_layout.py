@@ -76,3 +76,17 @@ def test_models_and_encodings_import_nothing_of_training_or_the_tasks():
   wrong = {module: sorted(name for name in imported if name.startswith(above))
            for module, imported in import_graph().items() if module.startswith(below)}
   assert {module: names for module, names in wrong.items() if names} == {}
+
+
+def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path():
+  """`pip install -e .` (or pytest.ini's pythonpath) makes the package importable: no file patches sys.path."""
+  patching = []
+  for folder in ('scripts', 'tests'):
+    for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+      if name.endswith('.py'):
+        with open(os.path.join(ROOT, folder, name)) as f:
+          tree = ast.parse(f.read(), name)
+        patching += [f'{folder}/{name}:{node.lineno}' for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr == 'path' and isinstance(node.value, ast.Name)
+                     and node.value.id == 'sys']
+  assert patching == []

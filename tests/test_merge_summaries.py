@@ -1,12 +1,10 @@
 """scripts/merge_summaries.py: one table from several length or depth summaries, every cell traceable."""
 import json
 import os
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 
 import merge_summaries  # noqa: E402
 

@@ -24,7 +24,9 @@ from conftest import (assert_same_parameters, final_params, run_listops, start_w
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
 from lra_posenc.training import stop_signals, trainer
+from lra_posenc.training import workdir as workdir_files
 from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.training.task import Task
 from lra_posenc.translation import input_pipeline as translation_input
 
 
@@ -146,7 +148,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir,
     poison = batch['poison'].sum() if 'poison' in batch else 0.0
     return metrics | {'loss': metrics['loss'] + jnp.where(poison > 0, jnp.nan, 0.0)}
 
-  poisoned = trainer.Task(**vars(task) | {'train_batches': poisoned_batches, 'metrics': poisoned_metrics})
+  poisoned = Task(**vars(task) | {'train_batches': poisoned_batches, 'metrics': poisoned_metrics})
   with pytest.raises(FloatingPointError, match=r'non-finite loss or gradients at step 13; stopped at step 15 '
                                                r'without saving; the latest checkpoint \(step 10\)'):
     trainer.train_and_evaluate(config, str(tmp_path), poisoned)
@@ -163,7 +165,7 @@ def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
   blocker.write_text('not a directory')
   config = tiny_config(tiny_data_dir)
   with pytest.raises(OSError, match=f"workdir '{blocker}/run' is not writable"):
-    trainer.prepare_workdir(str(blocker / 'run'))
+    workdir_files.prepare_workdir(str(blocker / 'run'))
   with pytest.raises(OSError, match='is not writable'):
     trainer.train_and_evaluate(config, str(blocker / 'run'), train.create_task(config, str(tmp_path / 'ok')))
 
@@ -171,7 +173,7 @@ def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
 def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
   config = tiny_config(tiny_data_dir)
   task = train.create_task(config, str(tmp_path))
-  monkeypatch.setattr(trainer.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
+  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
   with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one and one being '
                                     r'written need about'):
     trainer.train_and_evaluate(config, str(tmp_path), task)
@@ -187,7 +189,7 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
   task = train.create_task(config, str(tmp_path))
   shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
   with pytest.raises(ValueError, match='different vocabulary'):
-    trainer.train_and_evaluate(config, str(tmp_path), trainer.Task(**vars(task) | {'artifacts': shuffled}))
+    trainer.train_and_evaluate(config, str(tmp_path), Task(**vars(task) | {'artifacts': shuffled}))
   config.model.update(pos_encoding='legendre', num_layers=2)
   with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(1 -> 2\), "
                                        r"model.pos_encoding \('sinusoidal' -> 'legendre'\). A new model needs a "

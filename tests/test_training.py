@@ -19,7 +19,11 @@ from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.training import provenance, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
+from lra_posenc.training.evaluation import evaluate
 from lra_posenc.training.metric_writer import read_history
+from lra_posenc.training.placement import AXIS
+from lra_posenc.training.steps import pmapped_steps, train_step
+from lra_posenc.training.task import Task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,12 +34,12 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   config.evaluation.every_steps = 100
   config.checkpoint.every_steps = 100
   task = train.create_task(config, str(tmp_path))
-  _, p_eval_step = trainer.pmapped_steps(task)
+  _, p_eval_step = pmapped_steps(task)
   initial_params = jax.jit(task.init_params)(jax.random.PRNGKey(0))
-  initial = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(initial_params), task.eval_batches('train'))
+  initial = evaluate(p_eval_step, flax.jax_utils.replicate(initial_params), task.eval_batches('train'))
   results = trainer.train_and_evaluate(config, str(tmp_path), task)
-  trained = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, 300)),
-                             task.eval_batches('train'))
+  trained = evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, 300)),
+                     task.eval_batches('train'))
   assert trained['loss'] < 0.75 * initial['loss']
   # Held out: clearly better than the best constant predictor (the label entropy, ~2.29 nats).
   labels = np.concatenate([b['targets'][b['weight'] > 0] for b in task.eval_batches('train')])
@@ -50,11 +54,11 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
     best_step, best_state, _ = checkpoints.restore_best()
   assert best_step == written['best_step']
-  rescored = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(best_state['params']), task.eval_batches('test'))
+  rescored = evaluate(p_eval_step, flax.jax_utils.replicate(best_state['params']), task.eval_batches('test'))
   assert rescored == pytest.approx(written['test'])
   for step in (200, 300):  # The latest two, kept by checkpoint.max_to_keep, both validated.
-    validation = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, step)),
-                                  task.eval_batches('validation'))
+    validation = evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, step)),
+                          task.eval_batches('validation'))
     assert validation['accuracy'] <= written['validation']['accuracy']
   assert written['config']['model']['pos_encoding'] == 'sinusoidal'
   # 'auto' attention on a CPU: XLA, and the run says why.
@@ -173,10 +177,10 @@ def test_a_step_with_a_non_finite_gradient_and_a_finite_loss_leaves_the_state_as
     w = params['w']
     return {'loss': jnp.where(w > 0, jnp.sqrt(w), 0.0).sum(), 'count': jnp.ones(())}
 
-  task = trainer.Task(metrics=metrics, init_params=None, train_batches=None, eval_batches=None,
-                      selection_metric='accuracy', artifacts={}, baselines={})
+  task = Task(metrics=metrics, init_params=None, train_batches=None, eval_batches=None,
+              selection_metric='accuracy', artifacts={}, baselines={})
   state = train_state.TrainState.create(apply_fn=None, params={'w': jnp.array(weights)}, tx=optax.adam(0.1))
-  step = jax.pmap(lambda s, r, stop: trainer.train_step(s, {}, r, stop, task=task), axis_name=trainer.AXIS,
+  step = jax.pmap(lambda s, r, stop: train_step(s, {}, r, stop, task=task), axis_name=AXIS,
                   devices=jax.local_devices()[:1])
   expand = lambda tree: jax.tree.map(lambda x: np.asarray(x)[None], tree)
   new, _, info = step(expand(state), expand(jax.random.PRNGKey(0)), np.zeros(1, bool))
@@ -281,8 +285,8 @@ def test_patience_stops_where_a_full_run_stops_improving_and_averaging_is_the_me
   chex.assert_trees_all_equal(evaluated, params)
   mean = jax.tree.map(lambda *leaves: np.mean(np.stack(leaves), axis=0), *params)
   task = train.create_task(config, str(tmp_path / 'patient'))
-  _, p_eval_step = trainer.pmapped_steps(task)
+  _, p_eval_step = pmapped_steps(task)
   for split, reported in (('validation', results['averaged']['validation']), ('test', results['averaged']['test'])):
-    scored = trainer.evaluate(p_eval_step, flax.jax_utils.replicate(mean), task.eval_batches(split))
+    scored = evaluate(p_eval_step, flax.jax_utils.replicate(mean), task.eval_batches(split))
     assert scored == pytest.approx(reported, rel=1e-6), split
   assert results['averaged']['test'] != results['test']  # Not the best checkpoint's scores under another name.

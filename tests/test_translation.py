@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import sys
 
 import chex
 import jax
@@ -31,6 +30,10 @@ from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
+from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
+from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
+                                       train_step, zero_sums)
+from lra_posenc.training.task import Task
 from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator
@@ -195,13 +198,13 @@ def test_the_train_step_compiles_before_training_once_per_batch_shape(toy_corpus
   task = train.create_task(config, str(tmp_path))
   widths = {shapes['inputs'].shape[1] for shapes in task.train_batch_shapes}
   assert len(widths) >= 2
-  p_train_step, _ = trainer.pmapped_steps(task)
-  state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(0)))
-  rng, no_stop = trainer.replicate(jax.random.PRNGKey(1)), trainer.stop_requests(False)
-  batches = trainer.device_batches(task.train_batches(0), size=2)
+  p_train_step, _ = pmapped_steps(task)
+  state = replicate(create_state(config, task, jax.random.PRNGKey(0)))
+  rng, no_stop = replicate(jax.random.PRNGKey(1)), stop_requests(False)
+  batches = device_batches(task.train_batches(0), size=2)
   first_batch = next(batches)
-  sums = trainer.zero_sums(task, state, first_batch, rng, no_stop)
-  trainer.compile_train_steps(p_train_step, state, sums, rng, no_stop, task.train_batch_shapes)
+  sums = zero_sums(task, state, first_batch, rng, no_stop)
+  compile_train_steps(p_train_step, state, sums, rng, no_stop, task.train_batch_shapes)
   steps_by_width = collections.Counter()
   every_width_twice = lambda: set(steps_by_width) == widths and min(steps_by_width.values()) >= 2
   with jax.log_compiles(True), caplog.at_level('WARNING'):
@@ -388,7 +391,6 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
 
 @pytest.mark.slow
 def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, tmp_path):
-  sys.path.insert(0, SCRIPTS_DIR)
   import decoding_grid
   workdir, results = trained_toy
   beam, penalty = results['config']['decoding']['beam_size'], results['config']['decoding']['length_penalty']
@@ -409,7 +411,6 @@ def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, t
 
 @pytest.mark.slow
 def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
-  sys.path.insert(0, SCRIPTS_DIR)
   import length_generalisation
   workdir, results = trained_toy
   whole = length_generalisation.translation_scores(str(workdir), [1, 1000])
@@ -452,13 +453,13 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token(share_embed
   params = random_params(model, batches['long']['inputs'], batches['long']['targets'])
   # Chunks of 7 tokens: the 12 and 160 target tokens leave a padded last chunk.
   loss_config = ml_collections.ConfigDict({'label_smoothing': label_smoothing, 'chunk_tokens': 7})
-  task = trainer.Task(metrics=functools.partial(train.translation_metrics, model, loss_config),
-                      init_params=None, train_batches=None, eval_batches=None, selection_metric='accuracy',
-                      artifacts={}, baselines={})
+  task = Task(metrics=functools.partial(train.translation_metrics, model, loss_config),
+              init_params=None, train_batches=None, eval_batches=None, selection_metric='accuracy',
+              artifacts={}, baselines={})
   # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
   learning_rate = 1e4
   state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.sgd(learning_rate))
-  step = jax.pmap(functools.partial(trainer.train_step, task=task), axis_name=trainer.AXIS,
+  step = jax.pmap(functools.partial(train_step, task=task), axis_name=AXIS,
                   devices=jax.local_devices()[:1])
   expand = lambda tree: jax.tree.map(lambda x: np.asarray(x)[None], tree)
   for name, batch in batches.items():
@@ -575,7 +576,6 @@ def test_multi30k_trains_and_scores_every_test_set(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(MULTI30K_DIR), reason=f'Multi30k not present at {MULTI30K_DIR}')
 def test_download_script_fetches_and_checks_line_counts(tmp_path):
-  sys.path.insert(0, SCRIPTS_DIR)
   import download_multi30k
   source = 'file://' + os.path.abspath(MULTI30K_DIR)
   fetched = download_multi30k.download(str(tmp_path), base_url=source, languages=('en', 'de'))
@@ -682,11 +682,11 @@ def test_the_accelerator_train_step_has_no_conditional_and_no_loop(toy_corpus, t
   for backend in ('gpu', 'cpu'):
     config.loss.chunk_tokens = loss.automatic_chunk_tokens(backend)
     task = train.create_task(config, str(tmp_path / backend))
-    state = trainer.replicate(trainer.create_state(config, task, jax.random.PRNGKey(0)))
-    batch = next(trainer.device_batches(task.train_batches(0), size=1))
-    rng, no_stop = trainer.replicate(jax.random.PRNGKey(1)), trainer.stop_requests(False)
-    sums = trainer.zero_sums(task, state, batch, rng, no_stop)
-    step = jax.jit(jax.vmap(functools.partial(trainer.accumulating_train_step, task=task), axis_name=trainer.AXIS))
+    state = replicate(create_state(config, task, jax.random.PRNGKey(0)))
+    batch = next(device_batches(task.train_batches(0), size=1))
+    rng, no_stop = replicate(jax.random.PRNGKey(1)), stop_requests(False)
+    sums = zero_sums(task, state, batch, rng, no_stop)
+    step = jax.jit(jax.vmap(functools.partial(accumulating_train_step, task=task), axis_name=AXIS))
     hlo[backend] = step.trace(state, sums, batch, rng, no_stop).lower(lowering_platforms=('cuda',)).as_text()
   control_flow = lambda text: sorted(set(re.findall(r'stablehlo\.(while|case|if)\b', text)))
   assert control_flow(hlo['gpu']) == []

@@ -26,7 +26,7 @@ from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import task_of
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
-from lra_posenc.training.trainer import write_json
+from lra_posenc.training.workdir import write_json
 
 matplotlib.use('Agg')  # Files only; no display.
 import matplotlib.pyplot as plt  # noqa: E402

@@ -26,6 +26,7 @@ from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transfor
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import Batch, HostShard
 from lra_posenc.training.config_checks import check_keys, upgrade_generator_keys
+from lra_posenc.training.task import Params, Task
 from lra_posenc.validation import check_positive, check_section_choice
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
@@ -80,7 +81,7 @@ def _check_generator(data: ml_collections.ConfigDict) -> None:
                      f'0..{options.label_modulus - 1}, more than data.num_classes={data.num_classes}')
 
 
-def classification_metrics(model: TransformerClassifier, params: trainer.Params, batch: Batch, rng: jax.Array | None
+def classification_metrics(model: TransformerClassifier, params: Params, batch: Batch, rng: jax.Array | None
                            ) -> dict[str, jax.Array]:
   """Summed cross-entropy and correct predictions; padding rows (weight 0) contribute nothing."""
   nll, correct = example_outcomes(model, params, batch, rng)
@@ -90,7 +91,7 @@ def classification_metrics(model: TransformerClassifier, params: trainer.Params,
           'accuracy': jnp.where(real, correct.astype(jnp.float32) * weight, 0.0).sum(), 'count': weight.sum()}
 
 
-def example_outcomes(model: TransformerClassifier, params: trainer.Params, batch: Batch, rng: jax.Array | None
+def example_outcomes(model: TransformerClassifier, params: Params, batch: Batch, rng: jax.Array | None
                      ) -> tuple[jax.Array, jax.Array]:
   """Each example's cross-entropy and whether its most probable class is the label."""
   train = rng is not None
@@ -155,7 +156,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
       tokens_per_example=length)
 
 
-def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
+def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the whole config, then prepares data and model (generating data can take minutes)."""
   trainer.check_config(config)
   model = create_model(config)
@@ -175,7 +176,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     return augment.augmented_batches(batches, config.data.augment, seed=config.seed, start=start,
                                      first_row=shard.slice(config.training.batch_size).start)
 
-  return trainer.Task(
+  return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(classification_metrics, model),
       train_batches=train_batches,

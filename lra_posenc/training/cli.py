@@ -16,8 +16,9 @@ from ml_collections import config_flags
 
 from lra_posenc.training import compilation_cache, distributed, trainer
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.task import Task
 
-TaskFactory = Callable[[ml_collections.ConfigDict, str], trainer.Task]
+TaskFactory = Callable[[ml_collections.ConfigDict, str], Task]
 # Exit status of a run stopped by SIGTERM or Ctrl-C after saving: "resume me" (sysexits' EX_TEMPFAIL,
 # a temporary failure to retry), apart from 0 (finished) and 2 (a user error).
 STOPPED_EXIT_STATUS = 75

@@ -26,6 +26,7 @@ from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transfor
 from lra_posenc.training import cli, distributed, trainer
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator, model_max_len
@@ -88,7 +89,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   transformer_config(config.model, max_len=model_max_len(config))
 
 
-def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.ConfigDict, params: trainer.Params,
+def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.ConfigDict, params: Params,
                         batch: Batch, rng: jax.Array | None) -> dict[str, jax.Array]:
   """Sums over target tokens: label-smoothed loss (minus its floor, so 0 is perfect), NLL, accuracy.
 
@@ -174,7 +175,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
       translator=translator)
 
 
-def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task:
+def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
   check_config(config)
   data = config.data
@@ -230,7 +231,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> trainer.Task
     return {'bleu': corpus_sacrebleu(translations, texts['validation'].targets)['bleu']}
 
   example = jnp.zeros((1, data.max_length), jnp.int32)
-  return trainer.Task(
+  return Task(
       init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
       metrics=functools.partial(translation_metrics, model, config.loss),
       train_batches=functools.partial(train_batches, datasets['train'], config),

@@ -11,7 +11,7 @@ import numpy as np
 from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import transformer_config
-from lra_posenc.training.trainer import Params
+from lra_posenc.training.task import Params
 from lra_posenc.translation import decode
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
 

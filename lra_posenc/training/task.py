@@ -1,0 +1,59 @@
+"""What a task gives the shared train loop: its model's loss and metrics, its batches, its artifacts."""
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import jax
+
+from lra_posenc.training.batches import Batch
+
+Params = Any
+Metrics = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """What the trainer needs from a task.
+
+  Attributes:
+    init_params: rng -> model parameters.
+    metrics: (params, batch, dropout rng or None for evaluation) -> metric sums over the
+      batch's examples, weighted by batch['weight']; must include 'loss' (the summed
+      training loss) and 'count' (the summed weight).
+    train_batches: global batch index -> endless iterator of this host's training batches.
+    eval_batches: split name -> this host's batches of that split, padded with zero weight.
+    selection_metric: validation metric (higher is better) that picks the best checkpoint: one
+      of `metrics`' or of `score_validation`'s.
+    artifacts: JSON data a checkpoint is only valid with (a vocabulary): saved with every
+      checkpoint, and a resume with different artifacts is refused.
+    baselines: reference scores reported beside the results (majority-class accuracy).
+    test_splits: the splits the best checkpoint is scored on; the first is the headline
+      'test' result, all of them are under 'test_sets'.
+    score_test: (params replicated over local devices, split, which: 'best' or 'averaged') -> further
+      test scores (BLEU of decoded output), or None.
+    score_validation: (params, replicated over local devices) -> further validation scores
+      (BLEU of greedy decoding) added to every evaluation's, or None.
+    attention_paths: how each of the model's attention calls computes in training (name ->
+      a dataclass with `implementation` and `reason`); logged once, written to results.json.
+    count_unit: what `metrics`' 'count' counts ('examples'; 'target_tokens' for translation), logged
+      per step and per second.
+    train_batch_shapes: the shapes of `train_batches`' batches (one per length bucket): the train step is
+      compiled for all of them, concurrently, before the first step. A shape not named compiles when its
+      first batch comes.
+
+  A task's factory validates the whole config (with `trainer.check_config` for the trainer's
+  sections) before it reads any data, so the trainer does not check it again.
+  """
+  init_params: Callable[[jax.Array], Params]
+  metrics: Callable[[Params, Batch, jax.Array | None], Metrics]
+  train_batches: Callable[[int], Iterator[Batch]]
+  eval_batches: Callable[[str], Iterable[Batch]]
+  selection_metric: str
+  artifacts: dict[str, Any]
+  baselines: dict[str, float]
+  test_splits: tuple[str, ...] = ('test',)
+  score_test: Callable[[Params, str, str], dict[str, Any]] | None = None
+  score_validation: Callable[[Params], dict[str, float]] | None = None
+  attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
+  count_unit: str = 'examples'
+  train_batch_shapes: tuple[dict[str, jax.ShapeDtypeStruct], ...] = ()
