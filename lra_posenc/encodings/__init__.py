@@ -1,44 +1,37 @@
-"""The positional-encoding registry: one name, one module.
+"""The positional-encoding registry: one name, one class.
 
-Adding an encoding: write a module subclassing `base.PositionalEncoding` (with an
-`Options` dataclass if it has options) and add one line to `REGISTRY`.
+Adding an encoding is one file in this folder: a subclass of `base.PositionalEncoding` (with an
+`options` field holding a frozen dataclass if it has options) under `@base.register('name')`.
+Every module here is imported, so it registers itself; the registry lists 'none', then the rest by name.
 """
 import dataclasses
+import functools
+import importlib
+import pkgutil
 from collections.abc import Mapping
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 
-from lra_posenc.encodings import (alibi, base, chebyshev, cope, dynamic_bias, fire, kerple, learned, legendre, rope,
-                                  sinusoidal, t5, transformer_xl, xpos)
 from lra_posenc.encodings.alibi import alibi_slopes
-from lra_posenc.encodings.base import AttentionTerms, CannotExtrapolate, ContentTerm, PositionalEncoding, Rotary
+from lra_posenc.encodings.base import (REGISTRY, AttentionTerms, CannotExtrapolate, ContentTerm, PositionalEncoding,
+                                       Rotary)
 from lra_posenc.encodings.chebyshev import chebyshev_table
 from lra_posenc.encodings.legendre import legendre_table
 from lra_posenc.encodings.sinusoidal import sinusoidal_table
 
-REGISTRY: dict[str, type[PositionalEncoding]] = {
-    'none': base.PositionalEncoding,
-    'sinusoidal': sinusoidal.SinusoidalEncoding,
-    'learned': learned.LearnedEncoding,
-    'rope': rope.RopeEncoding,
-    'alibi': alibi.AlibiEncoding,
-    't5': t5.T5Encoding,
-    'chebyshev': chebyshev.ChebyshevEncoding,
-    'legendre': legendre.LegendreEncoding,
-    'kerple_log': kerple.KerpleLogEncoding,
-    'kerple_power': kerple.KerplePowerEncoding,
-    'fire': fire.FireEncoding,
-    'dynamic_bias': dynamic_bias.DynamicBiasEncoding,
-    'xpos': xpos.XposEncoding,
-    'transformer_xl': transformer_xl.TransformerXlEncoding,
-    'cope': cope.CopeEncoding,
-}
+for _module in pkgutil.iter_modules(__path__):  # Each module registers its encodings.
+  importlib.import_module(f'{__name__}.{_module.name}')
+for _name in sorted(REGISTRY, key=lambda name: (name != 'none', name)):  # 'none', then by name, however imported.
+  REGISTRY[_name] = REGISTRY.pop(_name)
 
 OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
-    'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes', 'chebyshev_table',
-    'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create', 'acts_in_attention',
+    'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes',
+    'chebyshev_table', 'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create',
+    'terms_shape', 'default_terms', 'acts_in_attention',
 ]
 
 
@@ -81,13 +74,30 @@ def resolve_options(name: str, all_options: Mapping[str, Mapping]) -> object:
   return selected if selected is not None else REGISTRY[name].Options()
 
 
-def acts_in_attention(encoding: str) -> bool:
-  """Whether `encoding` contributes attention terms (rotations, biases), not only an additive input."""
-  return REGISTRY[encoding].attention_terms is not base.PositionalEncoding.attention_terms
-
-
 def create(encoding: str, options: object, *, max_len: int, dim: int, num_heads: int,
            head_dim: int) -> PositionalEncoding:
   """The module for `encoding` (already validated by `resolve_options`)."""
   return REGISTRY[encoding](max_len=max_len, dim=dim, num_heads=num_heads, head_dim=head_dim, options=options,
                             name='pos_encoding')
+
+
+def terms_shape(encoding: PositionalEncoding) -> AttentionTerms:
+  """The shapes of `encoding`'s attention terms: which of bias, rotations and content term it gives, found by
+  tracing it, not by its name."""
+  positions = jnp.zeros((1, 2), jnp.int32)
+  terms, _ = jax.eval_shape(lambda: encoding.init_with_output(
+      jax.random.key(0), positions, positions, causal=False, method=encoding.attention_terms))
+  return terms
+
+
+@functools.cache
+def default_terms(encoding: str) -> AttentionTerms:
+  """`terms_shape` of `encoding` with its default options, in a small model: what kind of encoding it is."""
+  return terms_shape(create(encoding, REGISTRY[encoding].Options(), max_len=8, dim=8, num_heads=2, head_dim=4))
+
+
+def acts_in_attention(encoding: str) -> bool:
+  """Whether `encoding` contributes attention terms (rotations, biases, a content term), not only an additive
+  input."""
+  return any(term is not None for term in jax.tree.leaves(
+      default_terms(encoding), is_leaf=lambda x: x is None or isinstance(x, jax.ShapeDtypeStruct)))

@@ -10,7 +10,6 @@ learned per head, as their logarithms (so they stay positive), from the paper's.
 """
 import dataclasses
 import math
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -40,9 +39,9 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
   return np.asarray(slopes, np.float32)
 
 
+@base.register('alibi')
 class AlibiEncoding(base.PositionalEncoding):
   options: AlibiOptions = AlibiOptions()
-  Options: ClassVar[type] = AlibiOptions
 
   @nn.compact
   def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,

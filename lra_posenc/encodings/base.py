@@ -11,7 +11,7 @@ over the batch and keeps attention biases small.
 """
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
 import flax
 import flax.linen as nn
@@ -20,6 +20,20 @@ import jax.numpy as jnp
 import numpy as np
 
 Array = jax.Array
+Encoding = TypeVar('Encoding', bound=type)
+# `model.pos_encoding` name -> encoding class; encodings/__init__.py imports every module, so each registers.
+REGISTRY: dict[str, type['PositionalEncoding']] = {}
+
+
+def register(name: str) -> Callable[[Encoding], Encoding]:
+  """Class decorator: the encoding `model.pos_encoding=name` selects."""
+  def add(cls: Encoding) -> Encoding:
+    if name in REGISTRY:
+      raise ValueError(f'two encodings are registered as {name!r}: {REGISTRY[name].__qualname__} and '
+                       f'{cls.__qualname__}')
+    REGISTRY[name] = cls
+    return cls
+  return add
 
 
 @flax.struct.dataclass
@@ -45,17 +59,18 @@ class Rotary:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rotated:]], axis=-1)
 
 
-@flax.struct.dataclass
 class ContentTerm:
-  """Attention logits that read the queries and keys (Transformer-XL, CoPE): `logits(arrays, query, key,
-  mask)` [batch, heads, q_length, k_length], from the projected (and rotated) query and key [batch,
-  length, heads, head_dim] and the boolean mask [batch|1, 1, q_length, k_length] of keys each query
-  may attend to. `arrays` (a pytree: parameters, positions) cross block boundaries as the other
-  terms do; `logits` is static, a module-level function, so two calls' terms have one structure.
-  The result is added to the scaled q.k logits as is: the term does its own scaling.
+  """Attention logits that read the queries and keys (Transformer-XL, CoPE).
+
+  An encoding's term is a `flax.struct.dataclass` subclass: its array fields (parameters, positions) cross
+  block boundaries as the other terms do, its static fields (`pytree_node=False`) fix the computation.
+  `logits(query, key, mask)` [batch, heads, q_length, k_length] reads the projected (and rotated) query and
+  key [batch, length, heads, head_dim] and the boolean mask [batch|1, 1, q_length, k_length] of keys each
+  query may attend to. The result is added to the scaled q.k logits as is: the term does its own scaling.
   """
-  arrays: Any
-  logits: Callable[[Any, Array, Array, Array | None], Array] = flax.struct.field(pytree_node=False)
+
+  def logits(self, query: Array, key: Array, mask: Array | None) -> Array:
+    raise NotImplementedError
 
 
 @flax.struct.dataclass
@@ -70,7 +85,7 @@ class AttentionTerms:
     """Everything added to the scaled q.k logits: the bias plus the content term's logits, if any."""
     if self.content is None:
       return self.bias
-    content = self.content.logits(self.content.arrays, query, key, mask)
+    content = self.content.logits(query, key, mask)
     return content if self.bias is None else content + self.bias
 
 
@@ -87,6 +102,7 @@ class PositionalEncoding(nn.Module):
     dim: model (embedding) width.
     num_heads: attention heads, for per-head biases.
     head_dim: width of one attention head, for rotary encodings.
+    options: the encoding's options, a frozen dataclass; its default's type is `Options`.
   """
   max_len: int
   dim: int
@@ -95,6 +111,10 @@ class PositionalEncoding(nn.Module):
   options: NoOptions = NoOptions()
 
   Options: ClassVar[type] = NoOptions
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    cls.Options = type(cls.__dataclass_fields__['options'].default)  # Declared once: by the field.
 
   @classmethod
   def check_model(cls, options: object, *, max_len: int, head_dim: int) -> None:
@@ -108,6 +128,9 @@ class PositionalEncoding(nn.Module):
   def attention_terms(self, query_positions: Array, key_positions: Array, *, causal: bool) -> AttentionTerms:
     del query_positions, key_positions, causal
     return AttentionTerms()
+
+
+register('none')(PositionalEncoding)
 
 
 class TableEncoding(PositionalEncoding):

@@ -11,7 +11,6 @@ Options left open by the paper, with their defaults:
 """
 import dataclasses
 import functools
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -61,9 +60,9 @@ def chebyshev_table(length: int, dim: int, max_len: int, *, position_offset: int
   return host.evaluate_on_host(_chebyshev_rows, x, dim=dim)
 
 
+@base.register('chebyshev')
 class ChebyshevEncoding(base.TableEncoding):
   options: ChebyshevOptions = ChebyshevOptions()
-  Options: ClassVar[type] = ChebyshevOptions
 
   @classmethod
   def check_model(cls, options: ChebyshevOptions, *, max_len: int, head_dim: int) -> None:

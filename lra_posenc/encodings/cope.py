@@ -10,8 +10,8 @@ placed at the sum of the gates from i to j and reads a second table, so that the
 directions stay apart; keys up to the query read the paper's.
 """
 import dataclasses
-from typing import ClassVar
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -38,49 +38,40 @@ def interpolated(logits_by_position: base.Array, positions: base.Array) -> base.
   return fraction * above + (1.0 - fraction) * below
 
 
-def _cope_logits(arrays: dict, query: base.Array, key: base.Array, mask: base.Array | None, *,
-                 bidirectional: bool) -> base.Array:
-  """q_i.e[p_ij] for every query i and key j: [batch, heads, q_length, k_length]."""
-  query, key = query.astype(jnp.float32), key.astype(jnp.float32)
-  gates = jax.nn.sigmoid(jnp.einsum('bqhd,bkhd->bhqk', query, key) / np.sqrt(query.shape[-1]))
-  if mask is not None:
-    gates = jnp.where(mask, gates, 0.0)
-  tables = arrays['embeddings']  # [2, max_positions, head_dim]: keys up to the query, keys after it.
-  cap = tables.shape[1] - 1
-  key_positions, query_positions = arrays['key_positions'][:, None, None, :], arrays['query_positions'][:, None, :, None]
-  up_to_query = key_positions <= query_positions  # Keys are in position order, as every caller orders them.
-  counted_back = jnp.flip(jnp.cumsum(jnp.flip(jnp.where(up_to_query, gates, 0.0), -1), -1), -1)  # Keys j ... i.
-  logits = interpolated(jnp.einsum('bqhd,td->bhqt', query, tables[0]), jnp.minimum(counted_back, cap))
-  if not bidirectional:
-    return logits
-  counted_on = jnp.cumsum(jnp.where(key_positions >= query_positions, gates, 0.0), -1)  # Keys i ... j.
-  after = interpolated(jnp.einsum('bqhd,td->bhqt', query, tables[1]), jnp.minimum(counted_on, cap))
-  return jnp.where(up_to_query, logits, after)
+@flax.struct.dataclass
+class CopeTerm(base.ContentTerm):
+  """The position embeddings [2, max_positions, head_dim] (keys up to the query, keys after it), the query
+  and key positions [batch|1, length], and whether keys after the query count (the bidirectional encoder)."""
+  embeddings: base.Array
+  query_positions: base.Array
+  key_positions: base.Array
+  bidirectional: bool = flax.struct.field(pytree_node=False)
+
+  def logits(self, query: base.Array, key: base.Array, mask: base.Array | None) -> base.Array:
+    """q_i.e[p_ij] for every query i and key j: [batch, heads, q_length, k_length]."""
+    query, key = query.astype(jnp.float32), key.astype(jnp.float32)
+    gates = jax.nn.sigmoid(jnp.einsum('bqhd,bkhd->bhqk', query, key) / np.sqrt(query.shape[-1]))
+    if mask is not None:
+      gates = jnp.where(mask, gates, 0.0)
+    cap = self.embeddings.shape[1] - 1
+    key_positions, query_positions = self.key_positions[:, None, None, :], self.query_positions[:, None, :, None]
+    up_to_query = key_positions <= query_positions  # Keys are in position order, as every caller orders them.
+    counted_back = jnp.flip(jnp.cumsum(jnp.flip(jnp.where(up_to_query, gates, 0.0), -1), -1), -1)  # Keys j ... i.
+    logits = interpolated(jnp.einsum('bqhd,td->bhqt', query, self.embeddings[0]), jnp.minimum(counted_back, cap))
+    if not self.bidirectional:
+      return logits
+    counted_on = jnp.cumsum(jnp.where(key_positions >= query_positions, gates, 0.0), -1)  # Keys i ... j.
+    after = interpolated(jnp.einsum('bqhd,td->bhqt', query, self.embeddings[1]), jnp.minimum(counted_on, cap))
+    return jnp.where(up_to_query, logits, after)
 
 
-def causal_cope_logits(arrays: dict, query: base.Array, key: base.Array, mask: base.Array | None) -> base.Array:
-  """The paper's CoPE logits (a causal mask zeroes the gates of later keys)."""
-  return _cope_logits(arrays, query, key, mask, bidirectional=False)
-
-
-def bidirectional_cope_logits(arrays: dict, query: base.Array, key: base.Array, mask: base.Array | None
-                              ) -> base.Array:
-  """CoPE logits with later keys counted forwards from the query, on their own table."""
-  return _cope_logits(arrays, query, key, mask, bidirectional=True)
-
-
+@base.register('cope')
 class CopeEncoding(base.PositionalEncoding):
   options: CopeOptions = CopeOptions()
-  Options: ClassVar[type] = CopeOptions
 
   @nn.compact
   def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,
                       causal: bool) -> base.AttentionTerms:
     max_positions = self.options.max_positions or self.max_len
-    arrays = {
-        'embeddings': self.param('embeddings', nn.initializers.zeros, (2, max_positions, self.head_dim)),
-        'query_positions': query_positions,
-        'key_positions': key_positions,
-    }
-    return base.AttentionTerms(content=base.ContentTerm(
-        arrays, causal_cope_logits if causal else bidirectional_cope_logits))
+    embeddings = self.param('embeddings', nn.initializers.zeros, (2, max_positions, self.head_dim))
+    return base.AttentionTerms(content=CopeTerm(embeddings, query_positions, key_positions, bidirectional=not causal))

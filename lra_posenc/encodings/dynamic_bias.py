@@ -8,7 +8,6 @@ encoder; a causal decoder attends only i - j >= 0. The MLP runs on every (query,
 pair: memory grows with length^2 x width, once per stack, not per layer.
 """
 import dataclasses
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -33,9 +32,9 @@ def signed_log_distance(query_positions: base.Array, key_positions: base.Array) 
   return jnp.sign(relative) * jnp.log1p(jnp.abs(relative))
 
 
+@base.register('dynamic_bias')
 class DynamicBiasEncoding(base.PositionalEncoding):
   options: DynamicBiasOptions = DynamicBiasOptions()
-  Options: ClassVar[type] = DynamicBiasOptions
 
   @nn.compact
   def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,

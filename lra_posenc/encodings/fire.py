@@ -11,7 +11,6 @@ normaliser is psi of max(L, i), the paper's: one public FIRE takes min(L, i), wh
 normalising exactly where it should start.
 """
 import dataclasses
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -37,9 +36,9 @@ def psi(x: base.Array, c: base.Array) -> base.Array:
   return jnp.log(jnp.abs(c) * x + 1.0)
 
 
+@base.register('fire')
 class FireEncoding(base.PositionalEncoding):
   options: FireOptions = FireOptions()
-  Options: ClassVar[type] = FireOptions
 
   @nn.compact
   def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,

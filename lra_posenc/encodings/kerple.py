@@ -44,12 +44,14 @@ class KerpleEncoding(base.PositionalEncoding):
     return base.AttentionTerms(bias=self.kernel(distance, power[:, None, None], scale[:, None, None]))
 
 
+@base.register('kerple_log')
 class KerpleLogEncoding(KerpleEncoding):
 
   def kernel(self, distance: base.Array, power: base.Array, scale: base.Array) -> base.Array:
     return -power * jnp.log1p(scale * distance)
 
 
+@base.register('kerple_power')
 class KerplePowerEncoding(KerpleEncoding):
   max_power = 2.0
 

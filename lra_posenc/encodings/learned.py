@@ -1,6 +1,5 @@
 """Learned absolute position embeddings: a trainable [max_len, dim] table."""
 import dataclasses
-from typing import ClassVar
 
 import flax.linen as nn
 
@@ -16,9 +15,9 @@ class LearnedOptions:
     check_range('init_std', self.init_std, at_least=0)
 
 
+@base.register('learned')
 class LearnedEncoding(base.PositionalEncoding):
   options: LearnedOptions = LearnedOptions()
-  Options: ClassVar[type] = LearnedOptions
 
   @nn.compact
   def add_to_inputs(self, x: base.Array, positions: base.Array) -> base.Array:

@@ -8,7 +8,6 @@ Any position is representable, so the encoding extrapolates to unseen lengths.
 """
 import dataclasses
 import functools
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -64,9 +63,9 @@ def legendre_table(length: int, dim: int, *, grid: str = 'closed', position_offs
   return rows[position_offset:]
 
 
+@base.register('legendre')
 class LegendreEncoding(base.TableEncoding):
   options: LegendreOptions = LegendreOptions()
-  Options: ClassVar[type] = LegendreOptions
 
   def table(self, num_positions: int) -> np.ndarray:
     table = legendre_table(num_positions, self.dim, grid=self.options.grid,

@@ -8,7 +8,6 @@ raises the base to base * factor^(r / (r - 2)), r the rotated features (the "NTK
 scaling): the fastest-turning pair keeps its wavelength and the slowest stretches by the factor.
 """
 import dataclasses
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -56,9 +55,9 @@ def rotation(positions: jax.Array, *, rotated: int, base: float) -> Rotary:
   return Rotary(sin=jnp.sin(angles), cos=jnp.cos(angles))
 
 
+@base.register('rope')
 class RopeEncoding(base.PositionalEncoding):
   options: RopeOptions = RopeOptions()
-  Options: ClassVar[type] = RopeOptions
 
   @classmethod
   def check_model(cls, options: RopeOptions, *, max_len: int, head_dim: int) -> None:

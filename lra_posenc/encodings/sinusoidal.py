@@ -1,7 +1,6 @@
 """Sinusoidal encoding (Vaswani et al. 2017), interleaved sin/cos as in LRA."""
 import dataclasses
 import functools
-from typing import ClassVar
 
 import numpy as np
 
@@ -35,9 +34,9 @@ def sinusoidal_table(length: int, dim: int, *, base: float = 10000.0) -> np.ndar
   return table
 
 
+@base.register('sinusoidal')
 class SinusoidalEncoding(base.TableEncoding):
   options: SinusoidalOptions = SinusoidalOptions()
-  Options: ClassVar[type] = SinusoidalOptions
 
   def table(self, num_positions: int) -> np.ndarray:
     return sinusoidal_table(num_positions, self.dim, base=self.options.base)

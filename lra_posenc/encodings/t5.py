@@ -5,7 +5,6 @@ longer ones share log-spaced buckets up to max_distance. Encoders use bidirectio
 buckets, causal decoders one-sided ones.
 """
 import dataclasses
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -45,9 +44,9 @@ def relative_position_bucket(relative_position: base.Array, *, bidirectional: bo
   return bucket + jnp.where(distance < max_exact, distance, large)
 
 
+@base.register('t5')
 class T5Encoding(base.PositionalEncoding):
   options: T5Options = T5Options()
-  Options: ClassVar[type] = T5Options
 
   @nn.compact
   def attention_terms(self, query_positions: base.Array, key_positions: base.Array, *,

@@ -12,6 +12,7 @@ The projection runs once per stack over every distance from -(n - 1) to n - 1, n
 max_len and the call's lengths; each pair then reads its row: the paper's relative shift,
 written as a gather so that any positions (a decoding step, a randomized draw) work.
 """
+import flax
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
@@ -27,18 +28,28 @@ def relative_sinusoids(span: int, dim: int) -> np.ndarray:
   return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)[:, :dim].astype(np.float32)
 
 
-def transformer_xl_logits(arrays: dict, query: base.Array, key: base.Array, mask: base.Array | None) -> base.Array:
-  """(u.k_j + (q_i + v).P[i - j]) / sqrt(head_dim): [batch, heads, q_length, k_length]."""
-  del mask
-  scale = 1.0 / np.sqrt(query.shape[-1])
-  query = query.astype(jnp.float32)
-  content = jnp.einsum('hd,bkhd->bhk', arrays['content_bias'], key.astype(jnp.float32))[:, :, None, :]
-  by_distance = jnp.einsum('bqhd,rhd->bhqr', query + arrays['position_bias'], arrays['projected'])
-  rows = jnp.broadcast_to(arrays['rows'][:, None], by_distance.shape[:3] + arrays['rows'].shape[-1:])
-  position = jnp.take_along_axis(by_distance, rows, axis=-1, mode='fill', fill_value=jnp.nan)
-  return (content + position) * scale
+@flax.struct.dataclass
+class TransformerXlTerm(base.ContentTerm):
+  """The paper's content and position biases u and v [heads, head_dim], the projected embeddings of every
+  distance [2 span - 1, heads, head_dim], and each query-key pair's row among them [batch|1, q, k]."""
+  content_bias: base.Array
+  position_bias: base.Array
+  projected: base.Array
+  rows: base.Array
+
+  def logits(self, query: base.Array, key: base.Array, mask: base.Array | None) -> base.Array:
+    """(u.k_j + (q_i + v).P[i - j]) / sqrt(head_dim): [batch, heads, q_length, k_length]."""
+    del mask
+    scale = 1.0 / np.sqrt(query.shape[-1])
+    query = query.astype(jnp.float32)
+    content = jnp.einsum('hd,bkhd->bhk', self.content_bias, key.astype(jnp.float32))[:, :, None, :]
+    by_distance = jnp.einsum('bqhd,rhd->bhqr', query + self.position_bias, self.projected)
+    rows = jnp.broadcast_to(self.rows[:, None], by_distance.shape[:3] + self.rows.shape[-1:])
+    position = jnp.take_along_axis(by_distance, rows, axis=-1, mode='fill', fill_value=jnp.nan)
+    return (content + position) * scale
 
 
+@base.register('transformer_xl')
 class TransformerXlEncoding(base.PositionalEncoding):
 
   @nn.compact
@@ -49,10 +60,8 @@ class TransformerXlEncoding(base.PositionalEncoding):
     projected = nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False, name='relative_projection')(
         jnp.asarray(relative_sinusoids(span, self.dim)))
     init = nn.initializers.normal(0.02)
-    arrays = {
-        'content_bias': self.param('content_bias', init, (self.num_heads, self.head_dim)),
-        'position_bias': self.param('position_bias', init, (self.num_heads, self.head_dim)),
-        'projected': projected,
-        'rows': query_positions[:, :, None] - key_positions[:, None, :] + (span - 1),  # [batch|1, q, k]
-    }
-    return base.AttentionTerms(content=base.ContentTerm(arrays, transformer_xl_logits))
+    return base.AttentionTerms(content=TransformerXlTerm(
+        content_bias=self.param('content_bias', init, (self.num_heads, self.head_dim)),
+        position_bias=self.param('position_bias', init, (self.num_heads, self.head_dim)),
+        projected=projected,
+        rows=query_positions[:, :, None] - key_positions[:, None, :] + (span - 1)))

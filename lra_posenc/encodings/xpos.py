@@ -13,7 +13,6 @@ zeta_i^(-(m - n) / gamma), exponentially in the distance, the mirror image of th
 The paper is causal; this is what its formula does without the causal mask.
 """
 import dataclasses
-from typing import ClassVar
 
 import jax.numpy as jnp
 
@@ -33,9 +32,9 @@ class XposOptions:
     check_range('gamma_0', self.gamma_0, above=0)
 
 
+@base.register('xpos')
 class XposEncoding(base.PositionalEncoding):
   options: XposOptions = XposOptions()
-  Options: ClassVar[type] = XposOptions
 
   @classmethod
   def check_model(cls, options: XposOptions, *, max_len: int, head_dim: int) -> None:

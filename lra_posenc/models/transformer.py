@@ -119,13 +119,8 @@ def attention_paths(cfg: TransformerConfig, calls: dict[str, tuple[int, int, boo
 
 
 def encoding_terms_shape(cfg: TransformerConfig) -> encodings.AttentionTerms:
-  """The shapes of `cfg`'s encoding's attention terms: which of bias, rotations and content term it gives
-  (found by tracing, not by its name)."""
-  positions = jnp.zeros((1, 2), jnp.int32)
-  encoding = create_encoding(cfg)
-  terms, _ = jax.eval_shape(lambda: encoding.init_with_output(
-      jax.random.key(0), positions, positions, causal=False, method=encoding.attention_terms))
-  return terms
+  """The shapes of `cfg`'s encoding's attention terms (`encodings.terms_shape`)."""
+  return encodings.terms_shape(create_encoding(cfg))
 
 
 def padded_length(length: int, multiple: int) -> int:
