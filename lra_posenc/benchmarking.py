@@ -27,6 +27,7 @@ from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import device_batches, replicate, stop_requests
 from lra_posenc.training.steps import create_state, pmapped_steps, zero_sums
+from lra_posenc.training.settings import TrainerSettings
 from lra_posenc.training.task import Task
 
 # Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
@@ -74,10 +75,11 @@ def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.Conf
   return config
 
 
-def synthetic_task(init_params: Callable, metrics: Callable, attention_paths: dict[str, Any]) -> Task:
+def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Callable,
+                   attention_paths: dict[str, Any]) -> Task:
   """A task with a model and no data: what a `Workload` gives the trainer's steps."""
-  return Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None,
-              selection_metric='accuracy', artifacts={}, baselines={}, attention_paths=attention_paths)
+  return Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None, artifacts={},
+              baselines={}, settings=settings, attention_paths=attention_paths)
 
 
 def peak_flops(device_kind: str, dtype: str) -> float | None:
@@ -123,7 +125,7 @@ def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> 
   """
   devices = jax.local_device_count()
   per_device = lambda x: jax.ShapeDtypeStruct((devices,) + x.shape, x.dtype)
-  state = jax.eval_shape(lambda: create_state(config, workload.task, jax.random.PRNGKey(0)))
+  state = jax.eval_shape(lambda: create_state(workload.task, jax.random.PRNGKey(0)))
   batch = workload.batch(config.training.batch_size, np.random.default_rng(0))
   batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct((devices, x.shape[0] // devices) + x.shape[1:], x.dtype), batch)
   rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
@@ -147,7 +149,7 @@ class TrainStepTimer:
   def __init__(self, config: ml_collections.ConfigDict, workload: Workload):
     self.config, self.workload = config, workload
     self._batch = _on_devices(workload.batch(config.training.batch_size, np.random.default_rng(config.seed)))
-    self._state = replicate(create_state(config, workload.task, jax.random.PRNGKey(config.seed)))
+    self._state = replicate(create_state(workload.task, jax.random.PRNGKey(config.seed)))
     self._rng = replicate(jax.random.PRNGKey(config.seed + 1))
     self._no_stop = stop_requests(False)
     self._zero_sums = zero_sums(workload.task, self._state, self._batch, self._rng, self._no_stop)
@@ -290,25 +292,28 @@ def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, w
           'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
 
 
-def pipeline_gap(config: ml_collections.ConfigDict, task: Task, workdir: str, *, windows: int,
-                 steps_per_window: int) -> dict[str, Any]:
+def pipeline_gap(config: ml_collections.ConfigDict, create_task: Callable[[ml_collections.ConfigDict, str], Task],
+                 workdir: str, *, windows: int, steps_per_window: int) -> dict[str, Any]:
   """Steps/s of the real train loop (`trainer.train_and_evaluate`) against the same batches held on device.
 
-  The real run logs every `steps_per_window` steps and stops, unevaluated, after a
-  warm-up window and `windows` timed ones; its logged steps/s cover its whole loop (input
-  pipeline, host-device transfer, metric bookkeeping). The synthetic side puts the very
-  batches of those windows on the devices first, runs them all once (compiling every
-  shape, as length buckets bring several), then times the same windows through the same
-  step. Returns both medians, the relative gap, and how many batches per second the
-  input pipeline alone makes (drawn on the host): the ceiling it puts on
-  any device's steps/s.
+  The task (`create_task` of `config`, its data in `workdir`) is set to log every `steps_per_window` steps;
+  its real run stops, unevaluated, after a warm-up window and `windows` timed ones; its logged steps/s cover
+  its whole loop (input pipeline, host-device transfer, metric bookkeeping). The synthetic side puts the very
+  batches of those windows on the devices first, runs them all once (compiling every shape, as length
+  buckets bring several), then times the same windows through the same step. Returns both medians, the
+  relative gap, and how many batches per second the input pipeline alone makes (drawn on the host): the
+  ceiling it puts on any device's steps/s.
   """
   steps = (windows + 1) * steps_per_window
+  short_run = config.copy_and_resolve_references()
+  short_run.training.update(log_every_steps=steps_per_window, num_train_steps=steps + 1)
+  short_run.evaluation.every_steps = short_run.checkpoint.every_steps = steps + 1
+  task = create_task(short_run, workdir)
   start = time.perf_counter()
   host_batches = [batch for _, batch in zip(range(steps), task.train_batches(0))]
   host_batches_per_second = steps / (time.perf_counter() - start)
   batches = list(device_batches(host_batches, size=2))
-  state = replicate(create_state(config, task, jax.random.PRNGKey(config.seed)))
+  state = replicate(create_state(task, jax.random.PRNGKey(config.seed)))
   step_rng = replicate(jax.random.PRNGKey(config.seed + 1))
   no_stop = stop_requests(False)
   p_train_step, _ = pmapped_steps(task)
@@ -326,11 +331,8 @@ def pipeline_gap(config: ml_collections.ConfigDict, task: Task, workdir: str, *,
   synthetic_rates = [steps_per_window / run(batches[i * steps_per_window:(i + 1) * steps_per_window])
                      for i in range(1, windows + 1)]
   del state, batches
-  real_config = config.copy_and_resolve_references()
-  real_config.training.update(log_every_steps=steps_per_window, num_train_steps=steps + 1)
-  real_config.evaluation.every_steps = real_config.checkpoint.every_steps = steps + 1
   run_dir = tempfile.mkdtemp(prefix='pipeline_run_', dir=workdir)  # Fresh: an old run would resume.
-  trainer.train_and_evaluate(real_config, run_dir, task, should_stop=lambda step: step >= steps)
+  trainer.train_and_evaluate(run_dir, task, should_stop=lambda step: step >= steps)
   real_rates = [r['steps_per_second'] for r in read_history(run_dir, 'train')][1:]  # The first window compiles.
   synthetic, real = statistics.median(synthetic_rates), statistics.median(real_rates)
   return {'synthetic_steps_per_second': synthetic, 'real_steps_per_second': real,

@@ -241,8 +241,7 @@ def main(argv) -> None:
   elif FLAGS.pipeline:
     if not FLAGS.workdir:
       raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')
-    task = TASKS[FLAGS.task].create_task(config, FLAGS.workdir)
-    gap = benchmarking.pipeline_gap(config, task, FLAGS.workdir, windows=FLAGS.windows,
+    gap = benchmarking.pipeline_gap(config, TASKS[FLAGS.task].create_task, FLAGS.workdir, windows=FLAGS.windows,
                                     steps_per_window=FLAGS.steps_per_window)
     print(f'synthetic {gap["synthetic_steps_per_second"]:.2f} steps/s, real pipeline and loop '
           f'{gap["real_steps_per_second"]:.2f} steps/s: gap {gap["gap"]:.1%}; the input pipeline alone makes '

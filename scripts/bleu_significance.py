@@ -37,8 +37,8 @@ import numpy as np
 from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.translate import CHECKPOINTS
 
-CHECKPOINTS = ('best', 'averaged')
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.
 SHARED_DATA_KEYS = ('tfds_name', 'source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
 

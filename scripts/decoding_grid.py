@@ -18,24 +18,10 @@ import json
 import os
 from collections.abc import Sequence
 
-from lra_posenc.training.checkpointing import restore_best, restore_evaluated
-from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.translation import bleu, input_pipeline
 from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.translate import check_translation_workdir
+from lra_posenc.translation.translate import CHECKPOINTS, check_translation_workdir, checkpoint_params
 from lra_posenc.translation.translator import create_translator
-
-CHECKPOINTS = ('best', 'averaged')
-
-
-def checkpoint_params(workdir: str, checkpoint: str) -> tuple[dict, list[int]]:
-  """The parameters `checkpoint` names and the training steps they come from."""
-  if checkpoint == 'best':
-    _, params, step = restore_best(workdir)
-    return params, [step]
-  steps, params = restore_evaluated(workdir)
-  return average_parameters(params), steps
-
 
 def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> list[tuple[int, float | None]]:
   """(beam size, length penalty) pairs; greedy search (beam 1) once, without a penalty."""

@@ -160,7 +160,7 @@ def cached(workdir: str, key: str, score: Callable[[], dict]) -> dict:
   return cache[key]
 
 
-def summarize(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
+def bucket_summaries(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
   """variant -> bucket -> mean, std (ddof=1), values, examples."""
   summary: dict[str, dict[str, dict]] = {}
   for row in rows:
@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   buckets = list(dict.fromkeys(row['bucket'] for row in rows))
   if args.by == 'depth':  # Runs may differ in which depths their test splits hold.
     buckets.sort(key=int)
-  summary = summarize(rows)
+  summary = bucket_summaries(rows)
   os.makedirs(output_dir, exist_ok=True)
   with open(os.path.join(output_dir, 'runs.csv'), 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -142,7 +142,7 @@ def trained_on(run_provenance: dict | None) -> str | None:
   return f"{devices['count']} x {name}" if devices['count'] > 1 else name
 
 
-def summarize(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
+def variant_summaries(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
   """Per variant: for every numeric column of any row, the values over seeds (None where a run lacks the
   column), their mean and std (ddof=1)."""
   columns = [c for c in dict.fromkeys(column for row in rows for column in row) if c not in LABEL_COLUMNS]
@@ -245,7 +245,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
     writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
-  summaries = summarize(rows, variants)
+  summaries = variant_summaries(rows, variants)
   with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
     json.dump(summaries, f, indent=2)
   table = markdown_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})

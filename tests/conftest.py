@@ -148,7 +148,7 @@ def assert_same_parameters(expected_npz, got_npz, *, exact: bool) -> None:
 
 
 def run_listops(config, workdir, should_stop=None):
-  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
+  return trainer.train_and_evaluate(str(workdir), train.create_task(config, str(workdir)), should_stop)
 
 
 def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1, cwd=None) -> subprocess.Popen:

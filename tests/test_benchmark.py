@@ -189,8 +189,7 @@ def test_evaluation_and_decoding_figures():
 @pytest.mark.slow
 def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir)
-  gap = benchmarking.pipeline_gap(config, listops_train.create_task(config, str(tmp_path)), str(tmp_path), windows=2,
-                                  steps_per_window=4)
+  gap = benchmarking.pipeline_gap(config, listops_train.create_task, str(tmp_path), windows=2, steps_per_window=4)
   assert len(gap['real_window_steps_per_second']) == 2
   assert gap['gap'] == 1 - gap['real_steps_per_second'] / gap['synthetic_steps_per_second']
   assert gap['real_steps_per_second'] > 0 and gap['host_batches_per_second'] > gap['real_steps_per_second']

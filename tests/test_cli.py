@@ -74,8 +74,8 @@ def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tm
   process = run(translate + [f'--workdir={tmp_path / "listops"}', 'A dog runs.'])
   assert process.returncode == 2
   assert process.stderr.splitlines()[-2] == (
-      f'error: {tmp_path / "listops"} is not a translation workdir: its config.json has no data.tokenizer (another '
-      'task trained it); give a workdir of lra_posenc.translation.train')
+      f"error: {tmp_path / 'listops'} is not a translation workdir: its config.json has task 'listops'; give a "
+      'workdir of lra_posenc.translation.train')
   process = run(translate + [f'--workdir={tmp_path / "nothing"}', 'A dog runs.'])
   assert process.returncode == 2
   assert process.stderr.splitlines()[-2] == (

@@ -78,7 +78,7 @@ def test_steps_to_target_is_the_first_crossing():
 def test_summary_is_mean_and_sample_std_over_seeds():
   rows = [{'variant': 'a', 'seed': s, 'test accuracy': v, 'steps to x': t}
           for s, v, t in ((0, 0.5, 10), (1, 0.7, None), (2, 0.6, 30))]
-  (summary,) = sweep.summarize(rows, [sweeps.Variant('a', 'none', ())])
+  (summary,) = sweep.variant_summaries(rows, [sweeps.Variant('a', 'none', ())])
   accuracy = summary['columns']['test accuracy']
   assert accuracy['mean'] == pytest.approx(0.6) and accuracy['std'] == pytest.approx(0.1)
   assert summary['columns']['steps to x']['count'] == 2
@@ -94,12 +94,12 @@ def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table
           {'variant': 'b', 'seed': 0, 'best step': 3000, 'last step': None},
           {'variant': 'b', 'seed': 2, 'best step': 2750, 'last step': 2750}]
   variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = sweep.summarize(rows, variants)
+  summaries = sweep.variant_summaries(rows, variants)
   assert [s['seeds best at last step'] for s in summaries] == [[0], [2]]
   assert sweep.budget_note(summaries) == ('\nBest checkpoint at the last step, validation still rising when training '
                                           'ended (2 of 4 runs; scores of this budget, not of a plateau): a seed 0, '
                                           'b seed 2.\n')
-  assert sweep.budget_note(sweep.summarize(rows[1:3], variants)) == ''
+  assert sweep.budget_note(sweep.variant_summaries(rows[1:3], variants)) == ''
   table = sweep.markdown_table(summaries, digits={'step': 0})
   assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
 
@@ -122,13 +122,13 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
     rows.append(sweep.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
   assert [row['device'] for row in rows] == ['CPU (AMD EPYC (family 25, model 1; avx2, fma), 2 cores)',
                                              'CPU (AMD EPYC, 2 cores)', 'CPU', '2 x NVIDIA H100 80GB HBM3', None]
-  (summary,) = sweep.summarize(rows, [variant])
+  (summary,) = sweep.variant_summaries(rows, [variant])
   assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
   assert sweep.device_note([summary]) == (
       '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC (family 25, '
       'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU: rope seed 2; '
       '2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
-  assert sweep.device_note(sweep.summarize(rows[:1], [variant])) == ''
+  assert sweep.device_note(sweep.variant_summaries(rows[:1], [variant])) == ''
 
 
 def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
@@ -143,7 +143,7 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
   old = sweep.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
   assert (new['test_2016_flickr bleu'], new['test_2016_flickr tokenized_bleu']) == (21.5, 33.25)
   assert (old['test_2016_flickr bleu'], old['test_2016_flickr tokenized_bleu']) == (20.0, None)
-  table = sweep.markdown_table(sweep.summarize([new, old], [variant]),
+  table = sweep.markdown_table(sweep.variant_summaries([new, old], [variant]),
                                digits={'steps': 0, 'validation': 3, 'bleu': 2})
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
@@ -180,7 +180,7 @@ def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
   """Runs with and without checkpoint averaging in one table: the averaged column reads n/a where absent."""
   rows = [{'variant': 'a', 'seed': 0, 'bleu': 20.0}, {'variant': 'b', 'seed': 0, 'bleu': 21.0, 'averaged bleu': 22.0}]
   variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = sweep.summarize(rows, variants)
+  summaries = sweep.variant_summaries(rows, variants)
   assert [list(s['columns']) for s in summaries] == [['bleu', 'averaged bleu']] * 2
   table = sweep.markdown_table(summaries, digits={'bleu': 2})
   assert '| a | 1 | 20.00 | n/a |' in table and '| b | 1 | 21.00 | 22.00 |' in table

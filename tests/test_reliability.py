@@ -151,7 +151,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir,
   poisoned = Task(**vars(task) | {'train_batches': poisoned_batches, 'metrics': poisoned_metrics})
   with pytest.raises(FloatingPointError, match=r'non-finite loss or gradients at step 13; stopped at step 15 '
                                                r'without saving; the latest checkpoint \(step 10\)'):
-    trainer.train_and_evaluate(config, str(tmp_path), poisoned)
+    trainer.train_and_evaluate(str(tmp_path), poisoned)
   assert sorted(int(step) for step in os.listdir(tmp_path / 'checkpoints')) == [5, 10]
   with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
     best_step, _, record = checkpoints.restore_best()
@@ -167,7 +167,7 @@ def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
   with pytest.raises(OSError, match=f"workdir '{blocker}/run' is not writable"):
     workdir_files.prepare_workdir(str(blocker / 'run'))
   with pytest.raises(OSError, match='is not writable'):
-    trainer.train_and_evaluate(config, str(blocker / 'run'), train.create_task(config, str(tmp_path / 'ok')))
+    trainer.train_and_evaluate(str(blocker / 'run'), train.create_task(config, str(tmp_path / 'ok')))
 
 
 def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
@@ -176,7 +176,7 @@ def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
   monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
   with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one and one being '
                                     r'written need about'):
-    trainer.train_and_evaluate(config, str(tmp_path), task)
+    trainer.train_and_evaluate(str(tmp_path), task)
   assert not (tmp_path / 'checkpoints').exists() or not os.listdir(tmp_path / 'checkpoints')
 
 
@@ -189,7 +189,7 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
   task = train.create_task(config, str(tmp_path))
   shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
   with pytest.raises(ValueError, match='different vocabulary'):
-    trainer.train_and_evaluate(config, str(tmp_path), Task(**vars(task) | {'artifacts': shuffled}))
+    trainer.train_and_evaluate(str(tmp_path), Task(**vars(task) | {'artifacts': shuffled}))
   config.model.update(pos_encoding='legendre', num_layers=2)
   with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(1 -> 2\), "
                                        r"model.pos_encoding \('sinusoidal' -> 'legendre'\). A new model needs a "

@@ -22,6 +22,7 @@ from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.evaluation import evaluate
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import AXIS
+from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.steps import pmapped_steps, train_step
 from lra_posenc.training.task import Task
 
@@ -37,7 +38,7 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   _, p_eval_step = pmapped_steps(task)
   initial_params = jax.jit(task.init_params)(jax.random.PRNGKey(0))
   initial = evaluate(p_eval_step, flax.jax_utils.replicate(initial_params), task.eval_batches('train'))
-  results = trainer.train_and_evaluate(config, str(tmp_path), task)
+  results = trainer.train_and_evaluate(str(tmp_path), task)
   trained = evaluate(p_eval_step, flax.jax_utils.replicate(final_params(tmp_path, 300)),
                      task.eval_batches('train'))
   assert trained['loss'] < 0.75 * initial['loss']
@@ -81,7 +82,7 @@ def test_logged_norms_are_those_of_the_saved_parameters_and_gradient(tiny_data_d
   config = tiny_config(tiny_data_dir, num_train_steps=3, log_every_steps=1)
   config.checkpoint.update(every_steps=1, max_to_keep=4)
   task = train.create_task(config, str(tmp_path))
-  trainer.train_and_evaluate(config, str(tmp_path), task)
+  trainer.train_and_evaluate(str(tmp_path), task)
   logged = {r['step']: r for r in read_history(str(tmp_path), 'train')}
   params = {step: final_params(tmp_path, step) for step in (2, 3)}
   norm = lambda tree: float(optax.tree.norm(tree))
@@ -109,7 +110,9 @@ def test_four_devices_match_one(tiny_data_dir, tmp_path):
 
 def test_lra_standard_config_validates_and_runs_a_forward_pass():
   config = lra.get_config()
-  trainer.check_config(config)
+  read_trainer_settings(config, 'listops')
+  with pytest.raises(ValueError, match=r"config.task='listops', but this program trains 'translation'"):
+    read_trainer_settings(config, 'translation')
   model = train.create_model(config)
   shape = (model.config.num_layers, model.config.emb_dim, model.config.num_heads, model.config.mlp_dim)
   assert shape == (4, 512, 8, 1024)
@@ -177,8 +180,8 @@ def test_a_step_with_a_non_finite_gradient_and_a_finite_loss_leaves_the_state_as
     w = params['w']
     return {'loss': jnp.where(w > 0, jnp.sqrt(w), 0.0).sum(), 'count': jnp.ones(())}
 
-  task = Task(metrics=metrics, init_params=None, train_batches=None, eval_batches=None,
-              selection_metric='accuracy', artifacts={}, baselines={})
+  task = Task(metrics=metrics, init_params=None, train_batches=None, eval_batches=None, artifacts={}, baselines={},
+              settings=read_trainer_settings(lra.get_config('cpu'), 'listops'))
   state = train_state.TrainState.create(apply_fn=None, params={'w': jnp.array(weights)}, tx=optax.adam(0.1))
   step = jax.pmap(lambda s, r, stop: train_step(s, {}, r, stop, task=task), axis_name=AXIS,
                   devices=jax.local_devices()[:1])

@@ -31,6 +31,7 @@ from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
+from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
                                        train_step, zero_sums)
 from lra_posenc.training.task import Task
@@ -44,7 +45,7 @@ SCRIPTS_DIR = os.path.join(ROOT, 'scripts')
 
 
 def run(config, workdir, should_stop=None):
-  return trainer.train_and_evaluate(config, str(workdir), train.create_task(config, str(workdir)), should_stop)
+  return trainer.train_and_evaluate(str(workdir), train.create_task(config, str(workdir)), should_stop)
 
 
 def small_model(pos_encoding: str, *, max_len: int = 12, share_embeddings: bool = True, norm_position: str = 'pre',
@@ -199,7 +200,7 @@ def test_the_train_step_compiles_before_training_once_per_batch_shape(toy_corpus
   widths = {shapes['inputs'].shape[1] for shapes in task.train_batch_shapes}
   assert len(widths) >= 2
   p_train_step, _ = pmapped_steps(task)
-  state = replicate(create_state(config, task, jax.random.PRNGKey(0)))
+  state = replicate(create_state(task, jax.random.PRNGKey(0)))
   rng, no_stop = replicate(jax.random.PRNGKey(1)), stop_requests(False)
   batches = device_batches(task.train_batches(0), size=2)
   first_batch = next(batches)
@@ -348,7 +349,7 @@ def trained_toy(toy_corpus, tmp_path_factory):
   """A workdir trained on the toy corpus, and its results."""
   workdir = tmp_path_factory.mktemp('trained_toy')
   config = toy_config(toy_corpus, num_train_steps=400, log_every_steps=100)
-  config.evaluation.every_steps = 200
+  config.evaluation.update(every_steps=200, average_last=2)
   return workdir, run(config, workdir)
 
 
@@ -386,6 +387,9 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
   with open(workdir / 'translations' / 'test.de', encoding='utf-8') as f:
     written = f.read().splitlines()[:8]
   assert translate.translate_sentences(str(workdir), sources) == written
+  with open(workdir / 'translations' / 'averaged' / 'test.de', encoding='utf-8') as f:
+    averaged = f.read().splitlines()[:8]
+  assert translate.translate_sentences(str(workdir), sources, checkpoint='averaged') == averaged
   assert translate.translate_sentences(str(workdir), ['red dog'], beam_size=1) == ['rot Hund']
 
 
@@ -405,8 +409,9 @@ def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, t
   bleu_keys = ('bleu', 'bleu_signature', 'tokenized_bleu', 'tokenized_bleu_signature')
   assert {k: rows[beam, penalty][k] for k in bleu_keys} == {k: results['test'][k] for k in bleu_keys}
   assert grid['steps'] == [results['best_step']] and grid['sentences'] == 64
-  with pytest.raises(FileNotFoundError, match='average_last'):  # This run kept no evaluated parameters.
-    decoding_grid.checkpoint_params(str(workdir), 'averaged')
+  assert translate.checkpoint_params(str(workdir), 'averaged')[1] == results['averaged']['steps'] == [200, 400]
+  with pytest.raises(FileNotFoundError, match='average_last'):  # A workdir that kept no evaluated parameters.
+    translate.checkpoint_params(str(tmp_path), 'averaged')
 
 
 @pytest.mark.slow
@@ -423,8 +428,8 @@ def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
 def test_translate_names_a_workdir_of_another_task(tmp_path):
   with open(tmp_path / 'config.json', 'w') as f:
     json.dump(lra.get_config('cpu').to_dict(), f)
-  with pytest.raises(ValueError, match=f'{tmp_path} is not a translation workdir: its config.json has no '
-                                       'data.tokenizer'):
+  with pytest.raises(ValueError, match=f"{tmp_path} is not a translation workdir: its config.json has task "
+                                       "'listops'"):
     translate.translate_sentences(str(tmp_path), ['A dog.'])
 
 
@@ -453,9 +458,10 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token(share_embed
   params = random_params(model, batches['long']['inputs'], batches['long']['targets'])
   # Chunks of 7 tokens: the 12 and 160 target tokens leave a padded last chunk.
   loss_config = ml_collections.ConfigDict({'label_smoothing': label_smoothing, 'chunk_tokens': 7})
-  task = Task(metrics=functools.partial(train.translation_metrics, model, loss_config),
-              init_params=None, train_batches=None, eval_batches=None, selection_metric='accuracy',
-              artifacts={}, baselines={})
+  settings = read_trainer_settings(multi30k.get_config('sweep'), 'translation', train.TASK_SECTIONS,
+                                   train.TRAINING_KEYS)
+  task = Task(metrics=functools.partial(train.translation_metrics, model, loss_config), init_params=None,
+              train_batches=None, eval_batches=None, artifacts={}, baselines={}, settings=settings)
   # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
   learning_rate = 1e4
   state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.sgd(learning_rate))
@@ -519,7 +525,7 @@ def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
     config_section = config_section[part]
   config_section[name] = value
   with pytest.raises(ValueError, match=message):
-    train.check_config(config)
+    train.read_settings(config)
 
 
 def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_keys(toy_corpus):
@@ -539,7 +545,7 @@ def test_a_config_json_from_before_the_renames_and_additions_reads_with_todays_k
   with ml_collections.ConfigDict(old).unlocked() as stale:
     stale.data.max_eval_length = 16
     with pytest.raises(ValueError, match=r'data.max_eval_length was renamed; use data.max_eval_source_length'):
-      train.check_config(stale)
+      train.read_settings(stale)
 
 
 def test_unknown_config_section_is_named(toy_corpus):
@@ -547,7 +553,7 @@ def test_unknown_config_section_is_named(toy_corpus):
   config.decoding.beam_width = 4
   with pytest.raises(ValueError, match=r"decoding.beam_width is not a config key the code reads; valid keys of "
                                        r"decoding: \['beam_size', 'length_penalty', 'max_output_length', 'batch_size'\]"):
-    train.check_config(config)
+    train.read_settings(config)
 
 
 @pytest.mark.slow
@@ -600,7 +606,7 @@ def test_tfds_translation_dataset_by_name(tmp_path):
 def test_every_multi30k_config_variant_is_valid(variant):
   config = multi30k.get_config(variant)
   config.data.data_dir = 'data/multi30k'  # The one key a user must set.
-  train.check_config(config)
+  train.read_settings(config)
   transformer_config(config.model, max_len=config.data.max_eval_source_length)
 
 
@@ -666,7 +672,7 @@ def test_selection_metric_is_checked_by_each_task(toy_corpus):
   config = toy_config(toy_corpus)
   config.evaluation.selection_metric = 'loss'
   with pytest.raises(ValueError, match=r"evaluation.selection_metric='loss' is not one of \['accuracy', 'bleu'\]"):
-    train.check_config(config)
+    train.read_settings(config)
 
 
 @pytest.mark.parametrize('pos_encoding', ['sinusoidal', 'rope', 't5'])
@@ -682,7 +688,7 @@ def test_the_accelerator_train_step_has_no_conditional_and_no_loop(toy_corpus, t
   for backend in ('gpu', 'cpu'):
     config.loss.chunk_tokens = loss.automatic_chunk_tokens(backend)
     task = train.create_task(config, str(tmp_path / backend))
-    state = replicate(create_state(config, task, jax.random.PRNGKey(0)))
+    state = replicate(create_state(task, jax.random.PRNGKey(0)))
     batch = next(device_batches(task.train_batches(0), size=1))
     rng, no_stop = replicate(jax.random.PRNGKey(1)), stop_requests(False)
     sums = zero_sums(task, state, batch, rng, no_stop)

@@ -51,7 +51,7 @@ def main() -> None:
     path, value = setting.split('=', 1)
     section, key = path.rsplit('.', 1)
     config[section][key] = ast.literal_eval(value)
-  results = trainer.train_and_evaluate(config, args.workdir, create_task(config, args.workdir))
+  results = trainer.train_and_evaluate(args.workdir, create_task(config, args.workdir))
   if args.out:
     leaves = jax.tree_util.tree_leaves_with_path(final_params(args.workdir, args.steps))  # Every process restores.
   if args.out and distributed.is_primary():

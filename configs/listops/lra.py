@@ -35,6 +35,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
   cpu = arg in ('cpu', 'sweep', 'chebyshev_study')
   config = ml_collections.ConfigDict()
+  config.task = 'listops'  # Which program trains it; config.json records it.
   config.seed = 0
 
   config.data = ml_collections.ConfigDict()

@@ -63,6 +63,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg not in VARIANTS:
     raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
   config = ml_collections.ConfigDict()
+  config.task = 'translation'  # Which program trains it; config.json records it.
   config.seed = 0
 
   config.data = ml_collections.ConfigDict()

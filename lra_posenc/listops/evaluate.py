@@ -57,9 +57,10 @@ def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nl
 def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_invalid: str | None = None,
                   max_length: int | None = None, length_buckets: int = 5) -> dict:
   """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
-  if task_of(read_config(workdir)) != 'listops':
-    raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has no data.generator (another task '
-                     'trained it); give a workdir of lra_posenc.listops.train')
+  task = task_of(read_config(workdir))
+  if task != 'listops':
+    raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has task {task!r}; give a workdir of '
+                     'lra_posenc.listops.train')
   if length_buckets < 1:
     raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
   config, params, step = restore_best(workdir)

@@ -23,9 +23,10 @@ from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models import flops
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
-from lra_posenc.training import cli, distributed, trainer
+from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
 from lra_posenc.training.config_checks import check_keys, upgrade_generator_keys
+from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.validation import check_positive, check_section_choice
 
@@ -149,7 +150,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   counted = create_model(benchmarking.with_xla_attention(config))
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(init, functools.partial(classification_metrics, model),
+      task=benchmarking.synthetic_task(read_trainer_settings(config, 'listops'), init,
+                                       functools.partial(classification_metrics, model),
                                        attention_paths(model.config, model.attention_calls(length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example),
@@ -158,7 +160,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the whole config, then prepares data and model (generating data can take minutes)."""
-  trainer.check_config(config)
+  settings = read_trainer_settings(config, 'listops')
   model = create_model(config)
   datasets, reports = input_pipeline.read_splits(
       prepare_data(config, workdir), max_length=config.data.max_length, num_classes=config.data.num_classes,
@@ -170,20 +172,21 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
 
   def train_batches(start: int):
     shard = HostShard.current()
-    batches = datasets['train'].train_batches(config.training.batch_size, seed=config.seed, start=start, shard=shard)
+    batch_size = settings.training.batch_size
+    batches = datasets['train'].train_batches(batch_size, seed=settings.seed, start=start, shard=shard)
     if not augment.is_active(config.data.augment):
       return batches
-    return augment.augmented_batches(batches, config.data.augment, seed=config.seed, start=start,
-                                     first_row=shard.slice(config.training.batch_size).start)
+    return augment.augmented_batches(batches, config.data.augment, seed=settings.seed, start=start,
+                                     first_row=shard.slice(batch_size).start)
 
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(classification_metrics, model),
       train_batches=train_batches,
-      train_batch_shapes=(datasets['train'].train_batch_shape(config.training.batch_size),),
-      eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size),
-      selection_metric=config.evaluation.selection_metric,
+      train_batch_shapes=(datasets['train'].train_batch_shape(settings.training.batch_size),),
+      eval_batches=lambda split: datasets[split].eval_batches(settings.evaluation.batch_size),
       artifacts={'vocab': list(input_pipeline.VOCAB)},
+      settings=settings,
       attention_paths=attention_paths(model.config, model.attention_calls(config.data.max_length)),
       baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})
 

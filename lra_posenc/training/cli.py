@@ -63,7 +63,7 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
     logging.info('devices: %s', jax.devices())
     cache_dir = flags.FLAGS.compilation_cache_dir
     compilation_cache.enable(compilation_cache.default_directory() if cache_dir is None else cache_dir)
-    results = trainer.train_and_evaluate(config, workdir, create_task(config, workdir))
+    results = trainer.train_and_evaluate(workdir, create_task(config, workdir))
     if distributed.is_primary():
       print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))
     if results['status'] == 'stopped':

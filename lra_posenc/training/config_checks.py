@@ -35,12 +35,15 @@ ADDED_MODEL_KEYS = ('norm_position', 'activation', 'activation_dropout_rate', 'e
 TRANSLATION_ONLY_MODEL_KEYS, LISTOPS_ONLY_MODEL_KEYS = ('embedding_scaling',), ('randomized_positions',)
 
 
-# Each task's own key of `config.data`, in every config.json written so far: what says which task trained a run.
+# Each task's own key of `config.data`, in every config.json written so far: what says which task trained a run
+# written before `config.task` was (every one committed under results/ up to 2026-11-28).
 TASK_DATA_KEYS = {'listops': 'generator', 'translation': 'tokenizer'}
 
 
 def task_of(config: Mapping) -> str:
-  """The task whose program wrote `config` (today's or an older config.json), by its data section's own key."""
+  """The task whose program wrote `config`: its `task`, or in an older config.json its data section's own key."""
+  if 'task' in config:
+    return config['task']
   data = config['data']
   for task, key in TASK_DATA_KEYS.items():
     if key in data:
@@ -50,7 +53,7 @@ def task_of(config: Mapping) -> str:
 
 
 def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and
+  """A config.json written before the keys in RENAMED were renamed and those in ADDED_KEYS (and `task`;
   ListOps' data.augment and model.length_multiple; translation's training.max_tokens, data.tokenizer.lowercase and
   loss.chunk_tokens) added, in today's keys.
 
@@ -60,8 +63,9 @@ def upgrade_old_config(config: dict) -> dict:
   for key, value in ADDED_KEYS.items():
     section, name = key.split('.')
     config.get(section, {}).setdefault(name, value)
+  config.setdefault('task', task_of(config))
   data = config['data']
-  translation = task_of(config) == 'translation'
+  translation = config['task'] == 'translation'
   if 'model' in config:
     other_task = LISTOPS_ONLY_MODEL_KEYS if translation else TRANSLATION_ONLY_MODEL_KEYS
     config['model'] = upgrade_old_model(config['model'], [key for key in ADDED_MODEL_KEYS if key not in other_task])

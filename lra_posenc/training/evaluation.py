@@ -13,7 +13,7 @@ from lra_posenc.training.placement import replicate, shard
 from lra_posenc.training.task import Metrics, Params, Task
 
 
-def summarize(metric_sums: list[Metrics], keep_count: bool = False) -> dict[str, float]:
+def metric_averages(metric_sums: list[Metrics], keep_count: bool = False) -> dict[str, float]:
   """Averages per counted item (example, or target token for translation) from per-step (device-0) sums;
   with `keep_count`, the total count too."""
   totals = jax.tree.map(lambda *xs: float(np.sum(xs)), *jax.device_get(metric_sums))
@@ -27,8 +27,8 @@ def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch], wh
 
   Each batch's sums are fetched before the next is counted, so progress is work done, not dispatched.
   """
-  return summarize([jax.device_get(flax.jax_utils.unreplicate(p_eval_step(params, shard(b))))
-                    for b in progress.track(batches, what, unit='batches')])
+  return metric_averages([jax.device_get(flax.jax_utils.unreplicate(p_eval_step(params, shard(b))))
+                          for b in progress.track(batches, what, unit='batches')])
 
 
 def validation_scores(p_eval_step: Callable, replicated_params: Params, task: Task, what: str) -> dict[str, float]:

@@ -1,4 +1,6 @@
-"""AdamW with warmup and a choice of decay, from `config.optimizer`."""
+"""AdamW with warmup and a choice of decay, from `config.optimizer` read once into `OptimizerSettings`."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -11,26 +13,45 @@ KEYS = ('learning_rate', 'schedule', 'warmup_steps', 'b1', 'b2', 'eps', 'weight_
 SCHEDULES = ('rsqrt', 'cosine', 'constant')
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  check_keys(config, 'optimizer', KEYS)
-  check_positive(config, 'optimizer', 'learning_rate', 'eps')
-  check_section_choice(config, 'optimizer', 'schedule', SCHEDULES)
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+  """`config.optimizer`, checked: the peak learning rate, its schedule (one of SCHEDULES) after `warmup_steps`
+  of linear warmup, Adam's moments and epsilon, decoupled weight decay and the global gradient-norm clip (0: off)."""
+  learning_rate: float
+  schedule: str
+  warmup_steps: int
+  b1: float
+  b2: float
+  eps: float
+  weight_decay: float
+  grad_clip_norm: float
+
+
+def read_settings(section: ml_collections.ConfigDict) -> OptimizerSettings:
+  """`section` (`config.optimizer`) as settings; raises ValueError naming a bad key."""
+  check_keys(section, 'optimizer', KEYS)
+  check_positive(section, 'optimizer', 'learning_rate', 'eps')
+  check_section_choice(section, 'optimizer', 'schedule', SCHEDULES)
   for key in ('warmup_steps', 'weight_decay', 'grad_clip_norm'):
-    check_range(f'optimizer.{key}', config[key], at_least=0)
+    check_range(f'optimizer.{key}', section[key], at_least=0)
   for key in ('b1', 'b2'):
-    check_range(f'optimizer.{key}', config[key], at_least=0, below=1, why="Adam's moment decay")
+    check_range(f'optimizer.{key}', section[key], at_least=0, below=1, why="Adam's moment decay")
+  return OptimizerSettings(
+      learning_rate=float(section.learning_rate), schedule=section.schedule, warmup_steps=int(section.warmup_steps),
+      b1=float(section.b1), b2=float(section.b2), eps=float(section.eps), weight_decay=float(section.weight_decay),
+      grad_clip_norm=float(section.grad_clip_norm))
 
 
-def learning_rate_schedule(config: ml_collections.ConfigDict, num_train_steps: int) -> optax.Schedule:
+def learning_rate_schedule(settings: OptimizerSettings, num_train_steps: int) -> optax.Schedule:
   """Linear warmup to `learning_rate`, then inverse square root (LRA, Vaswani), cosine to zero, or flat."""
-  peak, warmup = config.learning_rate, config.warmup_steps
+  peak, warmup = settings.learning_rate, settings.warmup_steps
 
   def schedule(step):
     step = jnp.asarray(step, jnp.float32)
     ramp = jnp.minimum(1.0, step / warmup) if warmup else 1.0
-    if config.schedule == 'rsqrt':
+    if settings.schedule == 'rsqrt':
       decay = jnp.sqrt(max(warmup, 1) / jnp.maximum(step, max(warmup, 1)))
-    elif config.schedule == 'cosine':
+    elif settings.schedule == 'cosine':
       progress = jnp.clip((step - warmup) / max(num_train_steps - warmup, 1), 0.0, 1.0)
       decay = 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
     else:
@@ -40,11 +61,11 @@ def learning_rate_schedule(config: ml_collections.ConfigDict, num_train_steps: i
   return schedule
 
 
-def create_optimizer(config: ml_collections.ConfigDict, num_train_steps: int) -> optax.GradientTransformation:
+def create_optimizer(settings: OptimizerSettings, num_train_steps: int) -> optax.GradientTransformation:
   """AdamW whose weight decay skips biases and normalisation scales (parameters with ndim < 2)."""
-  adamw = optax.adamw(learning_rate_schedule(config, num_train_steps), b1=config.b1, b2=config.b2,
-                      eps=config.eps, weight_decay=config.weight_decay,
+  adamw = optax.adamw(learning_rate_schedule(settings, num_train_steps), b1=settings.b1, b2=settings.b2,
+                      eps=settings.eps, weight_decay=settings.weight_decay,
                       mask=lambda params: jax.tree.map(lambda p: p.ndim > 1, params))
-  if config.grad_clip_norm:
-    return optax.chain(optax.clip_by_global_norm(config.grad_clip_norm), adamw)
+  if settings.grad_clip_norm:
+    return optax.chain(optax.clip_by_global_norm(settings.grad_clip_norm), adamw)
   return adamw

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 import jax
 
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.evaluation import summarize
+from lra_posenc.training.evaluation import metric_averages
 from lra_posenc.training.placement import first_device
 from lra_posenc.training.steps import NORMS, StepSums
 
@@ -73,7 +73,7 @@ class StepWindow:
     steps = step - self._step
     excluded = self._excluded_seconds
     steps_per_second = steps / (time.perf_counter() - self._start - excluded)
-    averages = summarize([sums['metrics']], keep_count=True)
+    averages = metric_averages([sums['metrics']], keep_count=True)
     per_step = averages.pop('count') / steps
     scores = averages | {name: float(sums[name]) for name in NORMS} | {
         'learning_rate': float(learning_rate(step - 1)), 'steps_per_second': steps_per_second,

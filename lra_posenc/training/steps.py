@@ -7,7 +7,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from absl import logging
@@ -28,9 +27,9 @@ StepSums = dict[str, Any]
 NORMS = ('grad_norm', 'param_norm', 'update_norm')
 
 
-def create_state(config: ml_collections.ConfigDict, task: Task, init_rng: jax.Array) -> train_state.TrainState:
-  """Freshly initialised parameters and the optimizer `config.optimizer` describes, on one device."""
-  tx = optim.create_optimizer(config.optimizer, config.training.num_train_steps)
+def create_state(task: Task, init_rng: jax.Array) -> train_state.TrainState:
+  """Freshly initialised parameters and the optimizer the task's settings describe, on one device."""
+  tx = optim.create_optimizer(task.settings.optimizer, task.settings.training.num_train_steps)
   return train_state.TrainState.create(apply_fn=None, params=jax.jit(task.init_params)(init_rng), tx=tx)
 
 

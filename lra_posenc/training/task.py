@@ -6,6 +6,7 @@ from typing import Any
 import jax
 
 from lra_posenc.training.batches import Batch
+from lra_posenc.training.settings import TrainerSettings
 
 Params = Any
 Metrics = dict[str, jax.Array]
@@ -22,11 +23,12 @@ class Task:
       training loss) and 'count' (the summed weight).
     train_batches: global batch index -> endless iterator of this host's training batches.
     eval_batches: split name -> this host's batches of that split, padded with zero weight.
-    selection_metric: validation metric (higher is better) that picks the best checkpoint: one
-      of `metrics`' or of `score_validation`'s.
     artifacts: JSON data a checkpoint is only valid with (a vocabulary): saved with every
       checkpoint, and a resume with different artifacts is refused.
     baselines: reference scores reported beside the results (majority-class accuracy).
+    settings: the trainer's settings, read from the config once by the task's factory; its
+      `evaluation.selection_metric` (higher is better) picks the best checkpoint: one of `metrics`' or of
+      `score_validation`'s.
     test_splits: the splits the best checkpoint is scored on; the first is the headline
       'test' result, all of them are under 'test_sets'.
     score_test: (params replicated over local devices, split, which: 'best' or 'averaged') -> further
@@ -41,16 +43,16 @@ class Task:
       compiled for all of them, concurrently, before the first step. A shape not named compiles when its
       first batch comes.
 
-  A task's factory validates the whole config (with `trainer.check_config` for the trainer's
-  sections) before it reads any data, so the trainer does not check it again.
+  A task's factory validates the whole config (with `settings.read_trainer_settings` for the trainer's
+  sections) before it reads any data; the trainer reads only the settings.
   """
   init_params: Callable[[jax.Array], Params]
   metrics: Callable[[Params, Batch, jax.Array | None], Metrics]
   train_batches: Callable[[int], Iterator[Batch]]
   eval_batches: Callable[[str], Iterable[Batch]]
-  selection_metric: str
   artifacts: dict[str, Any]
   baselines: dict[str, float]
+  settings: TrainerSettings
   test_splits: tuple[str, ...] = ('test',)
   score_test: Callable[[Params, str, str], dict[str, Any]] | None = None
   score_validation: Callable[[Params], dict[str, float]] | None = None

@@ -1,7 +1,7 @@
 """The one train loop both tasks share: set up, restore, train with evaluations and checkpoints, then test.
 
-A task supplies a model's loss and metrics, its batches and its artifacts (`task.Task`); the steps, device
-placement, evaluation, the run record and the workdir's files each have a module of their own.
+A task supplies a model's loss and metrics, its batches, its artifacts and its settings (`task.Task`); the
+steps, device placement, evaluation, the run record and the workdir's files each have a module of their own.
 """
 import contextlib
 import dataclasses
@@ -9,55 +9,22 @@ import functools
 import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from absl import logging
 
 from lra_posenc.training import distributed, evaluation, optim, placement, steps, workdir as workdir_files
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.config_checks import check_keys
 from lra_posenc.training.metric_writer import MetricWriter
 from lra_posenc.training.provenance import provenance
 from lra_posenc.training.run_record import RunRecord, RunSpan, check_resumable
 from lra_posenc.training.step_window import AgreedStop, StepWindow
 from lra_posenc.training.stop_signals import StopSignals
 from lra_posenc.training.task import Task
-from lra_posenc.validation import check_positive, check_range
-
-TOP_LEVEL_KEYS = ('seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')
-TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps', 'patience')
-EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric', 'average_last')  # The task checks selection_metric.
-CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
-# Model keys that say how the model is computed, not what it computes: a run may resume with them
-# changed (on a GPU, with rematerialisation), so checkpoints do not record them.
-HOW_THE_MODEL_COMPUTES = ('attention_implementation', 'remat', 'length_multiple')
-
-
-def check_config(config: ml_collections.ConfigDict, task_sections: Sequence[str] = (),
-                 task_training_keys: Sequence[str] = ()) -> None:
-  """Validates the sections the trainer reads; tasks check `data`, `model`, `task_sections` and their
-  own `training` keys (`task_training_keys`)."""
-  check_keys(config, 'config', TOP_LEVEL_KEYS + tuple(task_sections))
-  check_keys(config.training, 'training', TRAINING_KEYS + tuple(task_training_keys))
-  check_keys(config.evaluation, 'evaluation', EVALUATION_KEYS)
-  check_keys(config.checkpoint, 'checkpoint', CHECKPOINT_KEYS)
-  check_positive(config.training, 'training', 'batch_size', 'num_train_steps', 'log_every_steps')
-  check_positive(config.evaluation, 'evaluation', 'batch_size', 'every_steps')
-  for key in ('training.patience', 'evaluation.average_last'):  # 0: off.
-    section, name = key.split('.')
-    check_range(key, config[section][name], at_least=0)
-  check_positive(config.checkpoint, 'checkpoint', *CHECKPOINT_KEYS)
-  optim.check_config(config.optimizer)
-  for path, size in (('training.batch_size', config.training.batch_size),
-                     ('evaluation.batch_size', config.evaluation.batch_size)):
-    if size % jax.device_count():
-      raise ValueError(f'{path}={size} is not divisible by the {jax.device_count()} devices '
-                       f'({jax.process_count()} process(es) x {jax.local_device_count()} local devices)')
 
 
 def itstime(step: int, every: int, last: int) -> bool:
@@ -65,9 +32,10 @@ def itstime(step: int, every: int, last: int) -> bool:
   return step % every == 0 or step == last
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Task,
-                       should_stop: Callable[[int], bool] | None = None) -> dict[str, Any]:
-  """Trains, or resumes training in `workdir`, then scores the best checkpoint on the test split(s).
+def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bool] | None = None
+                       ) -> dict[str, Any]:
+  """Trains `task` as its settings say, or resumes training in `workdir`, then scores the best checkpoint on the
+  test split(s).
 
   Training ends after `training.num_train_steps`, or once `training.patience` evaluations
   in a row have not improved the selection metric (early stopping). It stops, after saving
@@ -81,23 +49,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
   """
   # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: workdir_files.prepare_workdir(workdir), f'writing to workdir {workdir!r}')
-  num_steps, patience = config.training.num_train_steps, config.training.patience
+  settings = task.settings
+  num_steps, patience = settings.training.num_train_steps, settings.training.patience
 
   # Model, optimizer and PRNG keys.
-  init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  state = steps.create_state(config, task, init_rng)
+  init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(settings.seed))
+  state = steps.create_state(task, init_rng)
   logging.info('parameters: %d', sum(x.size for x in jax.tree.leaves(state.params)))
   attention_paths = {name: dataclasses.asdict(path) for name, path in task.attention_paths.items()}
   for name, path in attention_paths.items():
     logging.info('%s: %s%s', name, path['implementation'], f" ({path['reason']})" if path['reason'] else '')
-  distributed.check_everywhere(lambda: workdir_files.check_free_space(workdir, state, config.checkpoint.max_to_keep),
-                               'checking free space in the workdir')
-  model = {k: v for k, v in config.model.to_dict().items() if k not in HOW_THE_MODEL_COMPUTES}
-  record = RunRecord(rng=np.asarray(dropout_rng).tolist(), model=model, artifacts=task.artifacts)
+  distributed.check_everywhere(
+      lambda: workdir_files.check_free_space(workdir, state, settings.checkpoint.max_to_keep),
+      'checking free space in the workdir')
+  record = RunRecord(rng=np.asarray(dropout_rng).tolist(), model=settings.model_record, artifacts=task.artifacts)
   p_train_step, p_eval_step = steps.pmapped_steps(task)
 
-  with (Checkpoints(workdir, max_to_keep=config.checkpoint.max_to_keep,
-                    evaluated_to_keep=config.evaluation.average_last) as checkpoints,
+  with (Checkpoints(workdir, max_to_keep=settings.checkpoint.max_to_keep,
+                    evaluated_to_keep=settings.evaluation.average_last) as checkpoints,
         StopSignals() as signals, contextlib.ExitStack() as stack):
     # Restore.
     restored = checkpoints.restore_newest_readable(state, check=functools.partial(check_resumable, record))
@@ -112,7 +81,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
                    'training.num_train_steps or training.patience; a new run: a new --workdir)', workdir, step)
       return (workdir_files.read_json(results_path) if os.path.exists(results_path)
               else {'status': 'finished', 'step': step})
-    distributed.on_primary(functools.partial(workdir_files.write_run_files, workdir, config, task.artifacts),
+    distributed.on_primary(functools.partial(workdir_files.write_run_files, workdir, settings.config_record,
+                                             task.artifacts),
                            'writing config.json and artifacts.json')
     writer = stack.enter_context(MetricWriter(workdir, resume_step=step))
 
@@ -120,7 +90,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
     replicated = placement.replicate(state)
     rng = placement.replicate(jnp.asarray(record.rng, jnp.uint32))
     batches = placement.device_batches(task.train_batches(step), size=2)
-    learning_rate = optim.learning_rate_schedule(config.optimizer, num_steps)
+    learning_rate = optim.learning_rate_schedule(settings.optimizer, num_steps)
     requests = {requested: placement.stop_requests(requested) for requested in (False, True)}
     run_start = time.perf_counter()
     first_batch = next(batches)
@@ -142,19 +112,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
       step += 1
       signalled = agreed_stop.read(step, window.sums)
       stop = signalled or bool(should_stop and should_stop(step))
-      if itstime(step, config.training.log_every_steps, num_steps):
+      if itstime(step, settings.training.log_every_steps, num_steps):
         window.raise_if_non_finite(step, checkpoints)
         writer.write(step, window.scores(step, num_steps, learning_rate, task.count_unit), prefix='train')
-      if itstime(step, config.evaluation.every_steps, num_steps):
+      if itstime(step, settings.evaluation.every_steps, num_steps):
         window.raise_if_non_finite(step, checkpoints)
         with window.excluded():
-          record = _evaluate_and_select(step, replicated, record, p_eval_step, task, writer, checkpoints,
-                                        keep_evaluated=bool(config.evaluation.average_last), saved=saved)
+          record = _evaluate_and_select(step, replicated, record, p_eval_step, task, writer, checkpoints, saved)
         if record.out_of_patience(patience):
           logging.info('step %d: %d evaluations without improving on the validation %s of step %d; stopping early',
-                       step, patience, task.selection_metric, record.best.step)
+                       step, patience, settings.evaluation.selection_metric, record.best.step)
       done = step == num_steps or record.out_of_patience(patience)
-      if itstime(step, config.checkpoint.every_steps, num_steps) or stop or done:
+      if itstime(step, settings.checkpoint.every_steps, num_steps) or stop or done:
         window.raise_if_non_finite(step, checkpoints)
         with window.excluded():
           checkpoints.save_latest(step, placement.host_copy(replicated), saved(record, step))
@@ -167,9 +136,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
 
     # Test the best checkpoint, and the average of the last evaluated ones.
     results = evaluation.test_best(checkpoints, state, p_eval_step, task)
-    if config.evaluation.average_last:
+    if settings.evaluation.average_last:
       results['averaged'] = evaluation.test_average(checkpoints, state.params, p_eval_step, task)
-    results |= {'status': 'finished', 'step': step, 'training_ended': ended, 'config': config.to_dict(),
+    results |= {'status': 'finished', 'step': step, 'training_ended': ended, 'config': settings.config_record,
                 'baselines': task.baselines,
                 'train_seconds_this_run': runs[-1]['train_seconds'], 'steps_this_run': step - first_step,
                 'train_seconds_total': sum(run['train_seconds'] for run in runs), 'runs': runs,
@@ -182,13 +151,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, task: Ta
 
 
 def _evaluate_and_select(step: int, replicated: Any, record: RunRecord, p_eval_step: Callable, task: Task,
-                         writer: MetricWriter, checkpoints: Checkpoints, *, keep_evaluated: bool,
+                         writer: MetricWriter, checkpoints: Checkpoints,
                          saved: Callable[[RunRecord, int], dict[str, Any]]) -> RunRecord:
   """Scores the validation split at `step`, logs it, and saves the parameters as the best checkpoint when they
-  are, and among the evaluated ones (for averaging) when `keep_evaluated`. Returns the updated record."""
+  are, and among the evaluated ones when the last evaluations are averaged. Returns the updated record."""
+  keep_evaluated = bool(task.settings.evaluation.average_last)
   scores = evaluation.validation_scores(p_eval_step, replicated.params, task, f'step {step}')
   writer.write(step, scores, prefix='validation')
-  record = record.after_evaluation(step, scores, task.selection_metric)
+  record = record.after_evaluation(step, scores, task.settings.evaluation.selection_metric)
   improved = record.best.step == step
   if improved or keep_evaluated:
     host_state = placement.host_copy(replicated)

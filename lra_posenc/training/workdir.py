@@ -7,7 +7,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 
 def prepare_workdir(workdir: str) -> None:
@@ -31,10 +30,10 @@ def check_free_space(workdir: str, state: Any, max_to_keep: int) -> None:
                   f'the best one and one being written need about {needed / 2**20:.1f} MiB')
 
 
-def write_run_files(workdir: str, config: ml_collections.ConfigDict, artifacts: dict) -> None:
+def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, Any]) -> None:
   """What a workdir says about its run before training: the config and the task's artifacts."""
   write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
-  write_json(os.path.join(workdir, 'config.json'), config.to_dict())
+  write_json(os.path.join(workdir, 'config.json'), config)
 
 
 def read_json(path: str) -> dict:

@@ -23,9 +23,10 @@ from lra_posenc import benchmarking
 from lra_posenc.models import flops
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS, Seq2SeqTransformer
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
-from lra_posenc.training import cli, distributed, trainer
+from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
@@ -48,9 +49,10 @@ TRAINING_KEYS = ('max_tokens',)
 SELECTION_METRICS = ('accuracy', 'bleu')
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  """Validates every section before any data is read; raises ValueError naming the bad key."""
-  trainer.check_config(config, TASK_SECTIONS, TRAINING_KEYS)
+def read_settings(config: ml_collections.ConfigDict) -> TrainerSettings:
+  """Validates every section before any data is read, raising ValueError naming the bad key; returns the
+  trainer's settings."""
+  settings = read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS)
   data = config.data
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
@@ -87,6 +89,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
   check_range('decoding.length_penalty', config.decoding.length_penalty, at_least=0)
   transformer_config(config.model, max_len=model_max_len(config))
+  return settings
 
 
 def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.ConfigDict, params: Params,
@@ -167,7 +170,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   counted = create_translator(benchmarking.with_xla_attention(config), None, (vocab_size, vocab_size)).model
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(init, functools.partial(translation_metrics, model, config.loss),
+      task=benchmarking.synthetic_task(read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS),
+                                       init, functools.partial(translation_metrics, model, config.loss),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example, example),
@@ -177,7 +181,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
-  check_config(config)
+  settings = read_settings(config)
   data = config.data
   splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
   texts = {name: read_text(data, split) for name, split in splits.items()}
@@ -236,11 +240,11 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
       metrics=functools.partial(translation_metrics, model, config.loss),
       train_batches=functools.partial(train_batches, datasets['train'], config),
       train_batch_shapes=train_batch_shapes(datasets['train'], config),
-      eval_batches=lambda split: datasets[split].eval_batches(config.evaluation.batch_size, lengths_key='lengths',
+      eval_batches=lambda split: datasets[split].eval_batches(settings.evaluation.batch_size, lengths_key='lengths',
                                                               sequence_keys=('inputs', 'targets')),
-      selection_metric=config.evaluation.selection_metric,
-      score_validation=score_validation if config.evaluation.selection_metric == 'bleu' else None,
+      score_validation=score_validation if settings.evaluation.selection_metric == 'bleu' else None,
       artifacts={'tokenizer': tokenizers.fingerprints},
+      settings=settings,
       attention_paths=attention_paths(model.config, model.attention_calls(data.max_length, data.max_length)),
       baselines={f'{split}_copy_source_bleu': corpus_sacrebleu(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},

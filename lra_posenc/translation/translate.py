@@ -1,11 +1,11 @@
-"""Translates sentences with the best checkpoint of a translation workdir.
+"""Translates sentences with the best checkpoint of a translation workdir, or the average of its last ones.
 
     python -m lra_posenc.translation.translate --workdir=runs/multi30k_cpu "A dog runs." "Two men talk."
-    python -m lra_posenc.translation.translate --workdir=runs/multi30k_cpu < sentences.en > sentences.de
+    python -m lra_posenc.translation.translate --workdir=runs/multi30k_tiny --checkpoint=averaged < in.en > out.de
 
-The workdir's config.json, tokenizer and best checkpoint define the model, so the output
-matches the translations written at the end of training (same search settings unless
---beam_size or --length_penalty override them).
+The workdir's config.json, tokenizer and checkpoint define the model, so the output matches the
+translations written at the end of training (WORKDIR/translations, and translations/averaged for
+--checkpoint=averaged; same search settings unless --beam_size or --length_penalty override them).
 """
 import sys
 from collections.abc import Sequence
@@ -14,26 +14,41 @@ import ml_collections
 from absl import flags
 
 from lra_posenc.training import cli
-from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated
 from lra_posenc.training.config_checks import task_of
+from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.task import Params
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.translator import create_translator
+
+# The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
+# parameters of its last evaluations (`evaluation.average_last`), as training scored both.
+CHECKPOINTS = ('best', 'averaged')
 
 
 def check_translation_workdir(workdir: str) -> ml_collections.ConfigDict:
   """The config `workdir` was trained with, if lra_posenc.translation.train trained it; else a ValueError."""
   config = read_config(workdir)
   if task_of(config) != 'translation':
-    raise ValueError(f'{workdir} is not a translation workdir: its config.json has no data.tokenizer (another '
-                     'task trained it); give a workdir of lra_posenc.translation.train')
+    raise ValueError(f'{workdir} is not a translation workdir: its config.json has task {task_of(config)!r}; give '
+                     'a workdir of lra_posenc.translation.train')
   return config
 
 
-def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: int | None = None,
-                        length_penalty: float | None = None) -> list[str]:
-  check_translation_workdir(workdir)
-  config, params, _ = restore_best(workdir)
+def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]:
+  """The parameters `checkpoint` (one of CHECKPOINTS) names and the training steps they come from."""
+  if checkpoint == 'best':
+    _, params, step = restore_best(workdir)
+    return params, [step]
+  steps, params = restore_evaluated(workdir)
+  return average_parameters(params), steps
+
+
+def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
+                        beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
+  config = check_translation_workdir(workdir)
+  params, _ = checkpoint_params(workdir, checkpoint)
   if beam_size is not None:
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
@@ -45,13 +60,15 @@ def translate_sentences(workdir: str, sentences: Sequence[str], *, beam_size: in
 def main(argv: Sequence[str]) -> None:
   quiet_checkpoint_logs()
   sentences = argv[1:] or [line.rstrip('\n') for line in sys.stdin]
-  for translation in translate_sentences(flags.FLAGS.workdir, sentences, beam_size=flags.FLAGS.beam_size,
-                                         length_penalty=flags.FLAGS.length_penalty):
+  for translation in translate_sentences(flags.FLAGS.workdir, sentences, checkpoint=flags.FLAGS.checkpoint,
+                                         beam_size=flags.FLAGS.beam_size, length_penalty=flags.FLAGS.length_penalty):
     print(translation)
 
 
 if __name__ == '__main__':
   flags.DEFINE_string('workdir', None, 'A workdir written by lra_posenc.translation.train.')
+  flags.DEFINE_enum('checkpoint', 'best', CHECKPOINTS, 'best: the best validation checkpoint; averaged: the mean '
+                    'of the parameters of the last evaluations (evaluation.average_last), as results.json reports.')
   flags.DEFINE_integer('beam_size', None, 'Overrides decoding.beam_size (1: greedy).')
   flags.DEFINE_float('length_penalty', None, 'Overrides decoding.length_penalty.')
   flags.mark_flag_as_required('workdir')
