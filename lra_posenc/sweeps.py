@@ -1,5 +1,5 @@
-"""What the comparison scripts share: variant names and their directories, statistics over seeds, and
-the plots' finish.
+"""What the comparison scripts share: variant names and their directories, statistics over seeds, length
+tables and their merging, and the plots' finish.
 
 A variant is an encoding with optional config overrides, `legendre:grid=open:position_offset=1`
 (a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
@@ -18,6 +18,11 @@ from lra_posenc import encodings  # noqa: E402
 
 # A length-table cell whose encoding has no value past its training length (a learned table).
 CANNOT_EXTRAPOLATE = 'cannot extrapolate'
+
+
+def bucket_label(low: int, high: int) -> str:
+  """The name of the length bucket [low, high)."""
+  return f'{low}-{high - 1}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,3 +119,31 @@ def length_table(summary: dict, buckets: Sequence[str], baseline: dict[str, floa
   examples = {b: cells[b]['examples'] for cells in reversed(summary.values()) for b in cells}
   lines.append('| examples | ' + ' | '.join(str(examples.get(b, '')) for b in buckets) + ' |')
   return '\n'.join(lines) + '\n'
+
+
+def merge_length_summaries(summaries: dict[str, dict], variants: Sequence[str] | None = None) -> dict:
+  """Length (or depth) summaries, by name, as one, each cell from the first that scores it: buckets, variants,
+  majority_class, and sources (variant -> names); refuses summaries whose majority classes differ in a bucket."""
+  buckets, rows, majority, sources = [], {}, {}, {}
+  for name, summary in summaries.items():
+    for bucket in summary['buckets']:
+      if bucket not in buckets:
+        buckets.append(bucket)
+      share = (summary.get('majority_class') or {}).get(bucket)
+      if share is not None and majority.setdefault(bucket, share) != share:
+        raise ValueError(f'{name}: bucket {bucket!r} has majority class {share}, an earlier summary '
+                         f'{majority[bucket]}: not the same evaluation set')
+    for variant, cells in summary['variants'].items():
+      row = rows.setdefault(variant, {})
+      for bucket, cell in cells.items():
+        if bucket not in row:
+          row[bucket] = cell
+          if name not in sources.setdefault(variant, []):
+            sources[variant].append(name)
+  if variants is not None:
+    missing = [v for v in variants if v not in rows]
+    if missing:
+      raise ValueError(f'no summary scores {missing}; the variants there: {sorted(rows)}')
+    rows = {v: rows[v] for v in variants}
+  return {'buckets': buckets, 'variants': rows, 'majority_class': majority,
+          'sources': {v: sources[v] for v in rows}}

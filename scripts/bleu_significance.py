@@ -26,115 +26,11 @@ spread between training seeds: a difference significant over test sentences can 
 seed-to-seed variation, which only more seeds measure.
 """
 import argparse
-import functools
 import json
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import ml_collections
-import numpy as np
-
-from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu
-from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.translate import CHECKPOINTS
-
-# Settings of `config.data` that must agree across the systems for their scores to be comparable.
-SHARED_DATA_KEYS = ('tfds_name', 'source_lang', 'target_lang', 'test_splits', 'tokenizer.lowercase')
-
-
-def parse_system(spec: str) -> tuple[str, str]:
-  """`RUN_DIR[:CHECKPOINT]` as (run directory, checkpoint)."""
-  run_dir, _, checkpoint = spec.partition(':')
-  checkpoint = checkpoint or 'best'
-  if checkpoint not in CHECKPOINTS:
-    raise ValueError(f'{spec}: checkpoint {checkpoint!r}; valid: {list(CHECKPOINTS)}')
-  return run_dir, checkpoint
-
-
-def check_comparable(data_configs: dict[str, dict]) -> None:
-  """Raises, naming the setting, if the systems' data settings differ where their scores depend on it."""
-  def value(config: dict, key: str):
-    for part in key.split('.'):
-      config = config[part]
-    return config
-
-  first_name, first = next(iter(data_configs.items()))
-  for name, config in data_configs.items():
-    for key in SHARED_DATA_KEYS:
-      if value(config, key) != value(first, key):
-        raise ValueError(f'data.{key} is {value(config, key)!r} in {name} but {value(first, key)!r} in '
-                         f'{first_name}: their scores are not comparable')
-
-
-def system_statistics(run_dir: str, checkpoint: str, split: str, data: ml_collections.ConfigDict,
-                      references: Callable[[], list[str]], save: bool) -> dict[str, np.ndarray]:
-  """Sentence statistics of both BLEUs of `checkpoint` on `split`: as recorded in the run's
-  bleu_statistics.json, or else computed from its translations (and recorded there if `save`)."""
-  protocols = bleu.protocols(data)
-  recorded = {name: bleu.read_statistics(run_dir, checkpoint, split, name, protocol)
-              for name, protocol in protocols.items()}
-  if all(entry is not None for entry in recorded.values()):
-    return {name: entry.statistics for name, entry in recorded.items()}
-  path = translation_train.translations_path(run_dir, split, data.target_lang, checkpoint)
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f'{run_dir}: neither {bleu.STATISTICS_FILE} nor translations ({path}) for the '
-                            f'{checkpoint} checkpoint on {split}')
-  hypotheses = translation_train.read_translations(path, len(references()))
-  if save:
-    bleu.record_statistics(run_dir, checkpoint, split, hypotheses, references(), data)
-  return {name: protocol.sentence_statistics(hypotheses, references()) for name, protocol in protocols.items()}
-
-
-def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bootstrap', samples: int = 0,
-            save_statistics: bool = False) -> dict:
-  """Every test split's scores and paired tests against `systems[0]`, with the test's signatures.
-
-  References, needed only for systems without recorded statistics, are read from `data_dir`, by
-  default the baseline's own `config.data.data_dir`.
-  """
-  if len(systems) < 2:
-    raise ValueError(f'a paired test needs a baseline and at least one system; got {list(systems)}')
-  bleu.check_paired_test(test, samples)
-  parsed = [parse_system(spec) for spec in systems]
-  data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
-  check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
-  data = data_configs[systems[0]]
-  if data_dir is not None:
-    data.data_dir = data_dir
-  protocols = bleu.protocols(data)
-  splits = {}
-  for split in data.test_splits:
-    references = functools.cache(lambda split=split: translation_train.read_text(data, split).targets)
-    statistics = [system_statistics(run_dir, checkpoint, split, data, references, save_statistics)
-                  for run_dir, checkpoint in parsed]
-    sentences = len(statistics[0]['bleu'])
-    for spec, system in zip(systems, statistics):
-      if len(system['bleu']) != sentences:
-        raise ValueError(f'{spec}: {len(system["bleu"])} sentences of {split}; {systems[0]} has {sentences}')
-    splits[split] = {}
-    for name, protocol in protocols.items():
-      results = bleu.paired_test(protocol, [system[name] for system in statistics], test, samples)
-      splits[split][name] = {
-          'signature': bleu.paired_signature(protocol, test, samples),
-          'systems': [{'system': spec} | result._asdict() for spec, result in zip(systems, results)]}
-  return {'baseline': systems[0], 'test': test, 'splits': splits}
-
-
-def markdown(report: dict) -> str:
-  """One table per test split and BLEU: score, bootstrap mean ± 95% interval, p against the baseline."""
-  def interval(row: dict) -> str:
-    return 'n/a' if row['mean'] is None else f"{row['mean']:.2f} ± {row['ci95']:.2f}"
-
-  lines = [f"Baseline: {report['baseline']}; paired {report['test']} test.", '']
-  for split, by_name in report['splits'].items():
-    for name, table in by_name.items():
-      lines += [f"{split}, {name} (`{table['signature']}`):", '',
-                '| system | score | mean ± 95% | p |', '| --- | --- | --- | --- |']
-      lines += [f"| {row['system']} | {row['score']:.2f} | {interval(row)} | "
-                f"{'n/a' if row['p_value'] is None else format(row['p_value'], '.4f')} |" for row in table['systems']]
-      lines.append('')
-  return '\n'.join(lines)
+from lra_posenc.translation.significance import compare, markdown
 
 
 def main(argv: Sequence[str] | None = None) -> None:

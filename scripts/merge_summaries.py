@@ -16,34 +16,7 @@ import json
 import os
 from collections.abc import Sequence
 
-from lra_posenc.sweeps import length_table
-
-
-def merge(summaries: dict[str, dict], variants: Sequence[str] | None = None) -> dict:
-  """The summaries (by name) as one: buckets, variants, majority_class, and sources (variant -> names)."""
-  buckets, rows, majority, sources = [], {}, {}, {}
-  for name, summary in summaries.items():
-    for bucket in summary['buckets']:
-      if bucket not in buckets:
-        buckets.append(bucket)
-      share = (summary.get('majority_class') or {}).get(bucket)
-      if share is not None and majority.setdefault(bucket, share) != share:
-        raise ValueError(f'{name}: bucket {bucket!r} has majority class {share}, an earlier summary '
-                         f'{majority[bucket]}: not the same evaluation set')
-    for variant, cells in summary['variants'].items():
-      row = rows.setdefault(variant, {})
-      for bucket, cell in cells.items():
-        if bucket not in row:
-          row[bucket] = cell
-          if name not in sources.setdefault(variant, []):
-            sources[variant].append(name)
-  if variants is not None:
-    missing = [v for v in variants if v not in rows]
-    if missing:
-      raise ValueError(f'no summary scores {missing}; the variants there: {sorted(rows)}')
-    rows = {v: rows[v] for v in variants}
-  return {'buckets': buckets, 'variants': rows, 'majority_class': majority,
-          'sources': {v: sources[v] for v in rows}}
+from lra_posenc.sweeps import length_table, merge_length_summaries
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -57,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   for path in args.summaries:
     with open(path) as f:
       summaries[os.path.dirname(os.path.normpath(path))] = json.load(f)
-  merged = merge(summaries, args.variants.split(',') if args.variants else None)
+  merged = merge_length_summaries(summaries, args.variants.split(',') if args.variants else None)
   table = length_table(merged['variants'], merged['buckets'], merged['majority_class'] or None, args.digits)
   table += '\nCells from:\n' + ''.join(f"- {variant}: {', '.join(names)}\n"
                                        for variant, names in merged['sources'].items())

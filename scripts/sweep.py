@@ -30,28 +30,13 @@ completes a sweep; adding seeds or variants only trains the new runs. Then it wr
 --tabulate_only rebuilds these from the runs already there.
 """
 import argparse
-import concurrent.futures
-import csv
-import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from lra_posenc import encodings
-from lra_posenc.sweeps import (Variant, comparison_figure, mean_and_std, mean_std_cell, parse_override,
-                               parse_variant, save_line_plot)
-from lra_posenc.tasks import TASKS, TaskSpec
-from lra_posenc.training import provenance
-from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.workdir import write_json
-
-RESULTS_FILE = 'results.json'
-WALL_TIME_FILE = 'sweep_wall_time.json'
-LABEL_COLUMNS = ('variant', 'seed', 'device')  # A run's labels; every other column of a row is a figure.
+from lra_posenc.comparison import tabulate, train_all
+from lra_posenc.sweeps import parse_override, parse_variant
+from lra_posenc.tasks import TASKS
 
 
 def parse_setting(text: str) -> tuple[str, str]:
@@ -60,233 +45,6 @@ def parse_setting(text: str) -> tuple[str, str]:
     return parse_override(text)
   except ValueError as error:
     raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
-                     overrides: Sequence[tuple[str, str]]) -> list[str]:
-  command = [sys.executable, '-m', task.module, f'--config={config}', f'--workdir={workdir}', f'--config.seed={seed}']
-  return command + [f'--config.{key}={value}' for key, value in overrides]
-
-
-def run_dir(output_dir: str, variant: Variant, seed: int) -> str:
-  """The workdir of one (variant, seed) run of a sweep."""
-  return os.path.join(output_dir, variant.directory, f'seed_{seed}')
-
-
-def run(command: Sequence[str], workdir: str, env: dict[str, str] | None = None) -> int:
-  """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
-  os.makedirs(workdir, exist_ok=True)
-  wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
-  record = _read_json(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
-  start = time.perf_counter()
-  with open(os.path.join(workdir, 'train.log'), 'a') as log:
-    log.write(f'$ {" ".join(command)}\n')
-    log.flush()
-    training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-      returncode = training.wait()
-    except KeyboardInterrupt:  # The run got the same Ctrl-C: let it save its checkpoint before the sweep ends.
-      training.wait()
-      raise
-  write_json(wall_time_path, {'seconds': record['seconds'] + time.perf_counter() - start,
-                              'invocations': record['invocations'] + 1})
-  return returncode
-
-
-def steps_to_target(history: Sequence[dict], metric: str, target: float) -> int | None:
-  """The first validation step whose `metric` reaches `target`; None if none does."""
-  return next((record['step'] for record in history if record.get(metric, float('-inf')) >= target), None)
-
-
-def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: float) -> dict | None:
-  """One finished run's figures, or None when it has no results.json yet."""
-  results = _read_json(os.path.join(workdir, RESULTS_FILE))
-  if results is None:
-    return None
-  row = {'variant': variant.spec, 'seed': seed, 'device': trained_on(results.get('provenance'))}
-  for split, scores in results['test_sets'].items():
-    for metric in task.test_metrics:
-      row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
-  row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
-  row['best step'] = results['best_step']
-  row['last step'] = results.get('step')  # Where training ended: the step budget, patience or a signal.
-  averaged = results.get('averaged')  # evaluation.average_last > 0: the mean of the last checkpoints, scored too.
-  if averaged:
-    for split, scores in averaged['test_sets'].items():
-      for metric in task.test_metrics:
-        row[f'averaged {split} {metric}'] = scores.get(metric)
-    row[f'averaged validation {task.validation_metric}'] = averaged['validation'][task.validation_metric]
-  row[f'steps to validation {task.validation_metric} {target:g}'] = steps_to_target(
-      read_history(workdir, 'validation'), task.validation_metric, target)
-  row['train minutes'] = results['train_seconds_total'] / 60 if 'train_seconds_total' in results else None
-  wall_time = _read_json(os.path.join(workdir, WALL_TIME_FILE))  # Written by this script's runs only.
-  row['wall minutes'] = wall_time['seconds'] / 60 if wall_time else None
-  return row
-
-
-def trained_on(run_provenance: dict | None) -> str | None:
-  """The devices a run trained on, as its provenance names them ('CPU (AMD EPYC (family 25, model 1; avx2,
-  fma), 2 cores)', 'NVIDIA H100 80GB HBM3'); None for a run older than the record.
-
-  A CPU is named with its family and model number, which tell apart hosts of one model name and different
-  speeds; runs before 2026-11-23 recorded no host CPU.
-  """
-  if not run_provenance:
-    return None
-  devices = run_provenance['devices']
-  if devices['platform'] == 'cpu':
-    cpu = run_provenance.get('host_cpu')
-    name = f'CPU ({provenance.describe_cpu(cpu)})' if cpu else 'CPU'
-  else:
-    name = devices['kind']
-  return f"{devices['count']} x {name}" if devices['count'] > 1 else name
-
-
-def variant_summaries(rows: Sequence[dict], variants: Sequence[Variant]) -> list[dict]:
-  """Per variant: for every numeric column of any row, the values over seeds (None where a run lacks the
-  column), their mean and std (ddof=1)."""
-  columns = [c for c in dict.fromkeys(column for row in rows for column in row) if c not in LABEL_COLUMNS]
-  summaries = []
-  for variant in variants:
-    own = [row for row in rows if row['variant'] == variant.spec]
-    if not own:
-      continue
-    summary = {'variant': variant.spec, 'seeds': [row['seed'] for row in own],
-               'devices': [row.get('device') for row in own], 'columns': {},
-               'seeds best at last step': [row['seed'] for row in own if _best_at_last_step(row)]}
-    for column in columns:
-      values = [row.get(column) for row in own]
-      summary['columns'][column] = {'values': values, **mean_and_std(values)}
-    summaries.append(summary)
-  return summaries
-
-
-def _best_at_last_step(row: dict) -> bool:
-  """Whether a run's best checkpoint is the step its training ended at: validation was still rising."""
-  return row.get('last step') is not None and row.get('best step') == row['last step']  # Older runs: never.
-
-
-def budget_note(summaries: Sequence[dict]) -> str:
-  """A line naming the runs whose best checkpoint is their last step, whose scores are therefore those of
-  a budget, not of a plateau; empty when there are none."""
-  runs = [f"{summary['variant']} seed {seed}" for summary in summaries for seed in summary['seeds best at last step']]
-  if not runs:
-    return ''
-  return (f'\nBest checkpoint at the last step, validation still rising when training ended ({len(runs)} of '
-          f"{sum(len(summary['seeds']) for summary in summaries)} runs; scores of this budget, not of a plateau): "
-          f"{', '.join(runs)}.\n")
-
-
-def device_note(summaries: Sequence[dict]) -> str:
-  """A line naming where each run trained when the runs used more than one kind of device (their train
-  minutes then compare only within one); empty when they all used one."""
-  runs = {}
-  for summary in summaries:
-    for seed, device in zip(summary['seeds'], summary['devices']):
-      runs.setdefault(device or 'not recorded', []).append(f"{summary['variant']} seed {seed}")
-  if len(runs) < 2:
-    return ''
-  return ('\nTrained on more than one kind of device (train minutes compare within one only): '
-          + '; '.join(f"{device}: {', '.join(names)}" for device, names in runs.items()) + '.\n')
-
-
-def markdown_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
-  """Mean ± std per column; a column some seeds lack (a target never reached, a metric newer than the run)
-  says how many have it."""
-  columns = list(summaries[0]['columns'])
-  lines = ['| variant | seeds | ' + ' | '.join(columns) + ' |', '| --- ' * (len(columns) + 2) + '|']
-  for summary in summaries:
-    cells = [summary['variant'], str(len(summary['seeds']))]
-    for column in columns:
-      stats = summary['columns'][column]
-      places = next((d for key, d in digits.items() if key in column), 3)
-      if stats['mean'] is None:  # No run has it: a target none reached, or a metric newer than every run.
-        cells.append('not reached' if column.startswith('steps to') else 'n/a')
-        continue
-      cell = mean_std_cell(stats, places)
-      if stats['count'] < len(stats['values']):  # Seeds that never reached the target, or predate the metric.
-        cell += f" ({stats['count']}/{len(stats['values'])} {'reached' if column.startswith('steps to') else 'runs'})"
-      cells.append(cell)
-    lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
-
-
-def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, label: str, path: str, title: str) -> None:
-  """Validation `metric` (`label` on the axis) against step: per variant the mean over seeds, shaded min to max."""
-  figure, axes = comparison_figure(len(histories))
-  for variant, runs in histories.items():
-    steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
-    if not steps:
-      continue
-    values = np.array([[next(r[metric] for r in run if r['step'] == step) for step in steps] for run in runs])
-    line, = axes.plot(steps, values.mean(0), label=f'{variant} (n={len(runs)})')
-    if len(runs) > 1:
-      axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
-  axes.set(xlabel='training step', ylabel=label, title=title)
-  save_line_plot(figure, axes, path, legend_title='mean over n seeds;\nshaded: min to max')
-
-
-def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,
-             target: float, report_dir: str) -> list[dict]:
-  """Writes runs.csv, summary.json, summary.md and convergence.png into `report_dir` from the finished runs."""
-  rows, histories = [], {}
-  for variant in variants:
-    for seed in seeds:
-      workdir = run_dir(output_dir, variant, seed)
-      row = run_row(task, variant, seed, workdir, target)
-      if row is not None:
-        rows.append(row)
-        histories.setdefault(variant.spec, []).append(read_history(workdir, 'validation'))
-  if not rows:
-    raise FileNotFoundError(f'{output_dir}: no finished runs to tabulate')
-  columns = list(dict.fromkeys(column for row in rows for column in row))
-  os.makedirs(report_dir, exist_ok=True)
-  with open(os.path.join(report_dir, 'runs.csv'), 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
-  summaries = variant_summaries(rows, variants)
-  with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
-    json.dump(summaries, f, indent=2)
-  table = markdown_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
-  table += budget_note(summaries) + device_note(summaries)
-  with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
-    f.write(table)
-  plot_convergence(histories, task.validation_metric, task.validation_label,
-                   os.path.join(report_dir, 'convergence.png'),
-                   f'{task.validation_label} during training ({os.path.basename(os.path.normpath(output_dir))})')
-  print(table)
-  return summaries
-
-
-def _read_json(path: str) -> dict | None:
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
-def train_all(task: TaskSpec, args: argparse.Namespace, variants: Sequence[Variant],
-              seeds: Sequence[int]) -> list[str]:
-  """Trains every unfinished (variant, seed) run, up to `args.jobs` at once; returns the workdirs that failed."""
-  env = dict(os.environ)
-  if args.jobs > 1:
-    env.setdefault('XLA_PYTHON_CLIENT_MEM_FRACTION', f'{0.9 / args.jobs:.3f}')
-
-  def train(variant: Variant, seed: int) -> str | None:
-    workdir = run_dir(args.output_dir, variant, seed)
-    print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
-    command = training_command(task, args.config, workdir, seed, list(args.settings) + list(variant.overrides))
-    if run(command, workdir, env):
-      print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
-      return workdir
-    return None
-
-  # Seed-major: every variant has a first result before any has a second.
-  pending = [(variant, seed) for seed in seeds for variant in variants
-             if not os.path.exists(os.path.join(run_dir(args.output_dir, variant, seed), RESULTS_FILE))]
-  with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-    return [workdir for workdir in pool.map(lambda run_args: train(*run_args), pending) if workdir]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -320,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(str(error))
   if args.jobs < 1:
     parser.error(f'--jobs={args.jobs}: at least 1')
-  failed = [] if args.tabulate_only else train_all(task, args, variants, seeds)
+  failed = [] if args.tabulate_only else train_all(task, args.config, args.output_dir, variants, seeds,
+                                                   args.settings, args.jobs)
   tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target,
            args.report_dir or args.output_dir)
   if failed:

@@ -1,4 +1,4 @@
-"""Paired BLEU tests (lra_posenc/translation/bleu.py, scripts/bleu_significance.py): sacreBLEU's tests,
+"""Paired BLEU tests (lra_posenc/translation/bleu.py, significance.py): sacreBLEU's tests,
 run on the sentence statistics a run records, scored as the trainer scores."""
 import json
 import os
@@ -8,12 +8,9 @@ import numpy as np
 import pytest
 import sacrebleu.significance
 
+import bleu_significance
 from conftest import toy_config
-from lra_posenc.translation import bleu, train
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-import bleu_significance  # noqa: E402
+from lra_posenc.translation import bleu, significance, train
 
 
 def write_run(run_dir, config, translations: dict[str, list[str]]) -> str:
@@ -95,7 +92,7 @@ def test_scores_are_the_trainers_and_only_a_real_difference_is_significant(toy_c
   worse = write_run(tmp_path / 'worse', config, {'best': degraded, 'averaged': one_changed})
   cased = write_run(tmp_path / 'cased', config, {'best': capitalised})
   systems = [exact, worse, f'{worse}:averaged', f'{exact}:averaged', cased]
-  report = bleu_significance.compare(systems, toy_corpus)
+  report = significance.compare(systems, toy_corpus)
 
   for name in ('bleu', 'tokenized_bleu'):
     rows = report['splits']['test'][name]['systems']
@@ -120,11 +117,11 @@ def test_recorded_statistics_compare_runs_without_translations_or_data(toy_corpu
   runs = [write_run(tmp_path / name, config, {'best': lines, 'averaged': references})
           for name, lines in (('worse', worse), ('better', better))]
   systems = [runs[0], runs[1], f'{runs[1]}:averaged']
-  from_text = bleu_significance.compare(systems, toy_corpus, save_statistics=True)
+  from_text = significance.compare(systems, toy_corpus, save_statistics=True)
   for run in runs:  # Left: config.json and bleu_statistics.json; and the test data are not where they were.
     for checkpoint in ('best', 'averaged'):
       os.remove(train.translations_path(run, 'test', 'de', checkpoint))
-  assert bleu_significance.compare(systems, str(tmp_path / 'absent')) == from_text
+  assert significance.compare(systems, str(tmp_path / 'absent')) == from_text
   assert from_text['splits']['test']['tokenized_bleu']['systems'][1]['score'] > (
       from_text['splits']['test']['tokenized_bleu']['systems'][0]['score'])
   # What the script saved is what training records.
@@ -176,21 +173,21 @@ def test_runs_that_cannot_be_compared_are_errors_naming_why(toy_corpus, referenc
   cased.data.tokenizer.lowercase = not config.data.tokenizer.lowercase
   other = write_run(tmp_path / 'other', cased, {'best': references})
   with pytest.raises(ValueError, match='data.tokenizer.lowercase'):
-    bleu_significance.compare([exact, other])
+    significance.compare([exact, other])
   with pytest.raises(FileNotFoundError, match=r'neither bleu_statistics.json nor translations \(.*averaged/test\.de\)'):
-    bleu_significance.compare([exact, f'{exact}:averaged'])
+    significance.compare([exact, f'{exact}:averaged'])
   short = write_run(tmp_path / 'short', config, {'best': references[:-1]})
   with pytest.raises(ValueError, match=f'{len(references) - 1} translations for {len(references)} references'):
-    bleu_significance.compare([exact, short])
+    significance.compare([exact, short])
   # Recorded statistics of fewer sentences than the baseline's: no paired test.
   bleu.record_statistics(str(tmp_path / 'short'), 'best', 'test', references[:-1], references[:-1], config.data)
   with pytest.raises(ValueError, match=f'short: {len(references) - 1} sentences of test; .* has {len(references)}'):
-    bleu_significance.compare([exact, short])
+    significance.compare([exact, short])
   with pytest.raises(ValueError, match=r"test 'permutation'; valid: \['bootstrap', 'randomization'\]"):
-    bleu_significance.compare([exact, exact], test='permutation')
+    significance.compare([exact, exact], test='permutation')
   with pytest.raises(ValueError, match='samples -1'):
-    bleu_significance.compare([exact, exact], samples=-1)
+    significance.compare([exact, exact], samples=-1)
   with pytest.raises(ValueError, match=r"'last'; valid: \['best', 'averaged'\]"):
-    bleu_significance.compare([exact, f'{exact}:last'])
+    significance.compare([exact, f'{exact}:last'])
   with pytest.raises(ValueError, match='a baseline and at least one system'):
-    bleu_significance.compare([exact])
+    significance.compare([exact])

@@ -11,8 +11,14 @@ import ml_collections
 import numpy as np
 import pytest
 
+import diagnostics
+import length_generalisation
+import sweep
 from configs.listops import lra
+from lra_posenc import comparison
+from lra_posenc import diagnostics as encoding_diagnostics
 from lra_posenc import encodings, sweeps
+from lra_posenc import length_generalisation as length_study
 from lra_posenc.data import listops
 from lra_posenc.listops import train
 from lra_posenc.models.attention import attend, attention_weights
@@ -21,10 +27,6 @@ from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-import diagnostics  # noqa: E402
-import length_generalisation  # noqa: E402
-import sweep  # noqa: E402
 
 # A one-layer model on expressions of 11-23 tokens; each run takes seconds.
 TINY_SWEEP = [
@@ -71,18 +73,18 @@ def test_comparison_plots_give_every_variant_its_own_colour(num_variants):
 
 def test_steps_to_target_is_the_first_crossing():
   history = [{'step': 10, 'accuracy': 0.2}, {'step': 20, 'accuracy': 0.5}, {'step': 30, 'accuracy': 0.4}]
-  assert sweep.steps_to_target(history, 'accuracy', 0.45) == 20
-  assert sweep.steps_to_target(history, 'accuracy', 0.6) is None
+  assert comparison.steps_to_target(history, 'accuracy', 0.45) == 20
+  assert comparison.steps_to_target(history, 'accuracy', 0.6) is None
 
 
 def test_summary_is_mean_and_sample_std_over_seeds():
   rows = [{'variant': 'a', 'seed': s, 'test accuracy': v, 'steps to x': t}
           for s, v, t in ((0, 0.5, 10), (1, 0.7, None), (2, 0.6, 30))]
-  (summary,) = sweep.variant_summaries(rows, [sweeps.Variant('a', 'none', ())])
+  (summary,) = comparison.variant_summaries(rows, [sweeps.Variant('a', 'none', ())])
   accuracy = summary['columns']['test accuracy']
   assert accuracy['mean'] == pytest.approx(0.6) and accuracy['std'] == pytest.approx(0.1)
   assert summary['columns']['steps to x']['count'] == 2
-  table = sweep.markdown_table([summary], digits={'steps': 0, 'accuracy': 3})
+  table = comparison.summary_table([summary], digits={'steps': 0, 'accuracy': 3})
   assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
 
 
@@ -94,13 +96,13 @@ def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table
           {'variant': 'b', 'seed': 0, 'best step': 3000, 'last step': None},
           {'variant': 'b', 'seed': 2, 'best step': 2750, 'last step': 2750}]
   variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = sweep.variant_summaries(rows, variants)
+  summaries = comparison.variant_summaries(rows, variants)
   assert [s['seeds best at last step'] for s in summaries] == [[0], [2]]
-  assert sweep.budget_note(summaries) == ('\nBest checkpoint at the last step, validation still rising when training '
-                                          'ended (2 of 4 runs; scores of this budget, not of a plateau): a seed 0, '
-                                          'b seed 2.\n')
-  assert sweep.budget_note(sweep.variant_summaries(rows[1:3], variants)) == ''
-  table = sweep.markdown_table(summaries, digits={'step': 0})
+  assert comparison.budget_note(summaries) == (
+      '\nBest checkpoint at the last step, validation still rising when training ended (2 of 4 runs; scores of '
+      'this budget, not of a plateau): a seed 0, b seed 2.\n')
+  assert comparison.budget_note(comparison.variant_summaries(rows[1:3], variants)) == ''
+  table = comparison.summary_table(summaries, digits={'step': 0})
   assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
 
 
@@ -119,16 +121,16 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
     with open(tmp_path / str(seed) / 'results.json', 'w') as f:
       json.dump({'test_sets': {'test': {'bleu': 20.0 + seed}}, 'validation': {'accuracy': 0.4}, 'best_step': 10,
                  **({'provenance': provenance} if provenance else {})}, f)
-    rows.append(sweep.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
+    rows.append(comparison.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
   assert [row['device'] for row in rows] == ['CPU (AMD EPYC (family 25, model 1; avx2, fma), 2 cores)',
                                              'CPU (AMD EPYC, 2 cores)', 'CPU', '2 x NVIDIA H100 80GB HBM3', None]
-  (summary,) = sweep.variant_summaries(rows, [variant])
+  (summary,) = comparison.variant_summaries(rows, [variant])
   assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
-  assert sweep.device_note([summary]) == (
+  assert comparison.device_note([summary]) == (
       '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC (family 25, '
       'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU: rope seed 2; '
       '2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
-  assert sweep.device_note(sweep.variant_summaries(rows[:1], [variant])) == ''
+  assert comparison.device_note(comparison.variant_summaries(rows[:1], [variant])) == ''
 
 
 def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
@@ -139,21 +141,21 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
     with open(tmp_path / name / 'results.json', 'w') as f:
       json.dump({'test_sets': {'test_2016_flickr': scores}, 'validation': {'accuracy': 0.4}, 'best_step': 10}, f)
   variant = sweeps.Variant('rope', 'rope', ())
-  new = sweep.run_row(task, variant, 0, str(tmp_path / 'new'), target=0.43)
-  old = sweep.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
+  new = comparison.run_row(task, variant, 0, str(tmp_path / 'new'), target=0.43)
+  old = comparison.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
   assert (new['test_2016_flickr bleu'], new['test_2016_flickr tokenized_bleu']) == (21.5, 33.25)
   assert (old['test_2016_flickr bleu'], old['test_2016_flickr tokenized_bleu']) == (20.0, None)
-  table = sweep.markdown_table(sweep.variant_summaries([new, old], [variant]),
-                               digits={'steps': 0, 'validation': 3, 'bleu': 2})
+  table = comparison.summary_table(comparison.variant_summaries([new, old], [variant]),
+                                   digits={'steps': 0, 'validation': 3, 'bleu': 2})
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
 
 def test_the_length_cache_keeps_buckets_in_the_order_scored(tmp_path):
   """The cache's bucket order is the table's column order, so a rewrite (a second key) must not sort it."""
   buckets = {'test (<= 64)': 0.5, '64-127': 0.4, '128-255': 0.3}
-  length_generalisation.cached(str(tmp_path), 'length', lambda: dict(buckets))
-  assert list(length_generalisation.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
-  assert list(length_generalisation.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
+  length_study.cached(str(tmp_path), 'length', lambda: dict(buckets))
+  assert list(length_study.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
+  assert list(length_study.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
 
 
 def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothing_else():
@@ -165,13 +167,13 @@ def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothin
   rows = [row('rope', seed, bucket, 0.4 + i / 10 + shifts[seed])
           for seed in (2, 0, 3) for i, bucket in enumerate(('a', 'b'))]  # Seed 3 is not in `earlier`.
   rows += [row('learned', 0, 'b', 0.2), row('none', 0, 'a', 0.3)]
-  paired = length_generalisation.paired_changes(rows, earlier)
+  paired = length_study.paired_changes(rows, earlier)
   assert list(paired) == ['rope'] and list(paired['rope']) == ['a', 'b']
   for cell in paired['rope'].values():
     assert cell['seeds'] == ['seed_2', 'seed_0']
     assert cell['changes'] == pytest.approx([shifts[2], shifts[0]])
     assert cell['now'] == pytest.approx([b + c for b, c in zip(cell['before'], cell['changes'])])
-  table = length_generalisation.paired_table(paired, ['a', 'b', 'c'], 'old/runs.csv', digits=3)
+  table = length_study.paired_table(paired, ['a', 'b', 'c'], 'old/runs.csv', digits=3)
   assert '| rope | this report | 0.475 ± 0.035 | 0.575 ± 0.035 |  |' in table
   assert '|  | change, per seed | +0.075 (+0.100, +0.050) |' in table
 
@@ -180,9 +182,9 @@ def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
   """Runs with and without checkpoint averaging in one table: the averaged column reads n/a where absent."""
   rows = [{'variant': 'a', 'seed': 0, 'bleu': 20.0}, {'variant': 'b', 'seed': 0, 'bleu': 21.0, 'averaged bleu': 22.0}]
   variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = sweep.variant_summaries(rows, variants)
+  summaries = comparison.variant_summaries(rows, variants)
   assert [list(s['columns']) for s in summaries] == [['bleu', 'averaged bleu']] * 2
-  table = sweep.markdown_table(summaries, digits={'bleu': 2})
+  table = comparison.summary_table(summaries, digits={'bleu': 2})
   assert '| a | 1 | 20.00 | n/a |' in table and '| b | 1 | 21.00 | 22.00 |' in table
 
 
@@ -192,7 +194,7 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
   with open(tmp_path / 'results.json', 'w') as f:
     json.dump({'test_sets': best, 'validation': {'accuracy': 0.4}, 'best_step': 10,
                'averaged': {'steps': [8, 9, 10], 'test_sets': averaged, 'validation': {'accuracy': 0.45}}}, f)
-  row = sweep.run_row(TASKS['translation'], sweeps.Variant('rope', 'rope', ()), 0, str(tmp_path), target=0.43)
+  row = comparison.run_row(TASKS['translation'], sweeps.Variant('rope', 'rope', ()), 0, str(tmp_path), target=0.43)
   assert (row['test_2016_flickr tokenized_bleu'], row['averaged test_2016_flickr tokenized_bleu']) == (33.25, 34.0)
   assert (row['test_2017_flickr bleu'], row['averaged test_2017_flickr bleu']) == (18.0, 19.0)
   assert row['averaged test_2017_flickr tokenized_bleu'] is None
@@ -228,7 +230,7 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_f
   # A run trained beside another (--jobs=2) is the run trained alone.
   alone = str(tmp_path_factory.mktemp('alone'))
   settings = [sweep.parse_setting(s) for s in TINY_SWEEP] + [('model.pos_encoding', 'learned')]
-  subprocess.run(sweep.training_command(TASKS['listops'], 'configs/listops/lra.py:sweep', alone, 1, settings),
+  subprocess.run(comparison.training_command(TASKS['listops'], 'configs/listops/lra.py:sweep', alone, 1, settings),
                  cwd=ROOT, check=True, capture_output=True)
   assert read_history(alone, 'validation') == read_history(os.path.join(output_dir, 'learned', 'seed_1'), 'validation')
   # Re-running trains nothing: every run is finished, so only the table is rebuilt.
@@ -262,7 +264,7 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
     assert len(rows) == 20 and all(low <= len(listops_tokens(r)) <= high for r in rows)
   with open(os.path.join(output_dir, 'length_generalisation', 'summary.md')) as f:
     assert '| learned | 0.' in f.read().replace('cannot extrapolate', 'X')
-  with open(os.path.join(output_dir, 'none', 'seed_0', length_generalisation.CACHE_FILE)) as f:
+  with open(os.path.join(output_dir, 'none', 'seed_0', length_study.CACHE_FILE)) as f:
     cache = json.load(f)
   assert list(cache) == ['listops [24, 32, 48] 20']  # A re-run reads these instead of scoring again.
   # Paired with its own runs (read back from runs.csv), every seed's change is zero.
@@ -394,10 +396,10 @@ def test_sowed_attention_weights_are_the_ones_attention_uses():
 
 def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
   sinusoidal = encodings.sinusoidal_table(64, 64)
-  assert diagnostics.high_dimension_fraction(sinusoidal) > 0.2
-  assert diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
+  assert encoding_diagnostics.high_dimension_fraction(sinusoidal) > 0.2
+  assert encoding_diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
   legendre = encodings.legendre_table(64, 64)
-  assert diagnostics.high_dimension_fraction(legendre) == 0.0
+  assert encoding_diagnostics.high_dimension_fraction(legendre) == 0.0
 
 
 @pytest.mark.parametrize('encoding,kind,width', [
@@ -408,7 +410,7 @@ def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
     ('xpos', 'rows', 8), ('transformer_xl', 'content', None), ('cope', 'content', None)])
 def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
   options = encodings.REGISTRY[encoding].Options()
-  found, values = diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
+  found, values = encoding_diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
                                              params=None)
   assert found == kind
   if kind == 'rows':
@@ -437,7 +439,7 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   assert 0 <= attention['prediction'] < 10
   assert os.path.getsize(tmp_path / 'attention_learned.png') > 0
   with pytest.raises(ValueError, match="'\\[MUL'"):
-    diagnostics.listops_attention(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
+    encoding_diagnostics.listops_attention(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
 
 
 @pytest.mark.parametrize('variant', lra.VARIANTS)

@@ -1,12 +1,12 @@
-"""scripts/merge_summaries.py: one table from several length or depth summaries, every cell traceable."""
+"""sweeps.merge_length_summaries and scripts/merge_summaries.py: one table from several length or depth
+summaries, every cell traceable."""
 import json
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-import merge_summaries  # noqa: E402
+import merge_summaries
+from lra_posenc.sweeps import merge_length_summaries
 
 
 def cell(*values):
@@ -22,7 +22,7 @@ OTHER = {'buckets': ['test'], 'majority_class': {'test': 0.2}, 'variants': {'rop
 
 
 def test_each_cell_is_the_first_summarys_and_its_sources_are_named():
-  merged = merge_summaries.merge({'length': LENGTH, 'depth': DEPTH, 'other': OTHER})
+  merged = merge_length_summaries({'length': LENGTH, 'depth': DEPTH, 'other': OTHER})
   assert merged['buckets'] == ['test', '64-127', '2', '3']
   assert list(merged['variants']) == ['rope', 'alibi', 'none']
   assert merged['variants']['rope'] == LENGTH['variants']['rope']  # Not OTHER's later 0.9.
@@ -32,16 +32,16 @@ def test_each_cell_is_the_first_summarys_and_its_sources_are_named():
 
 
 def test_variants_keeps_the_order_asked_and_names_what_is_missing():
-  merged = merge_summaries.merge({'length': LENGTH, 'depth': DEPTH}, ['none', 'rope'])
+  merged = merge_length_summaries({'length': LENGTH, 'depth': DEPTH}, ['none', 'rope'])
   assert list(merged['variants']) == ['none', 'rope']
   with pytest.raises(ValueError, match=r"\['kerple_log'\].*'alibi', 'none', 'rope'"):
-    merge_summaries.merge({'length': LENGTH, 'depth': DEPTH}, ['rope', 'kerple_log'])
+    merge_length_summaries({'length': LENGTH, 'depth': DEPTH}, ['rope', 'kerple_log'])
 
 
 def test_a_bucket_scored_on_different_sets_is_refused():
   other_set = {**OTHER, 'majority_class': {'test': 0.25}}
   with pytest.raises(ValueError, match="other: bucket 'test' has majority class 0.25"):
-    merge_summaries.merge({'length': LENGTH, 'other': other_set})
+    merge_length_summaries({'length': LENGTH, 'other': other_set})
 
 
 def test_the_script_writes_the_table_and_the_json(tmp_path):

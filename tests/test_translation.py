@@ -36,6 +36,7 @@ from lra_posenc.training.steps import (accumulating_train_step, compile_train_st
                                        train_step, zero_sums)
 from lra_posenc.training.task import Task
 from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
+from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.translator import Translator, create_translator
 
@@ -416,12 +417,11 @@ def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, t
 
 @pytest.mark.slow
 def test_bleu_by_source_length_partitions_the_test_set(trained_toy):
-  import length_generalisation
   workdir, results = trained_toy
-  whole = length_generalisation.translation_scores(str(workdir), [1, 1000])
+  whole = translation_length_scores.scores_by_length(str(workdir), [1, 1000])
   assert list(whole) == ['1-999', '1000+'][:len(whole)]
   assert whole['1-999'] == {'score': pytest.approx(results['test']['bleu']), 'examples': 64}
-  buckets = length_generalisation.translation_scores(str(workdir), [1, 4, 6])
+  buckets = translation_length_scores.scores_by_length(str(workdir), [1, 4, 6])
   assert sum(b['examples'] for b in buckets.values()) == 64 and len(buckets) >= 2
 
 
