@@ -153,8 +153,10 @@ def run_listops(config, workdir, should_stop=None):
 
 def start_worker(data_dir, workdir, steps, *options: str, devices: int = 1, cwd=None) -> subprocess.Popen:
   """tests/train_worker.py in a new process with `devices` CPU devices; `options` are its flags."""
+  # The repository root, as pytest.ini's pythonpath gives the tests: the worker imports conftest, and it the configs.
+  root = os.path.dirname(TESTS_DIR)
   env = distributed.with_xla_flags(os.environ, f'--xla_force_host_platform_device_count={devices}') | {
-      'JAX_PLATFORMS': 'cpu'}
+      'JAX_PLATFORMS': 'cpu', 'PYTHONPATH': os.pathsep.join(filter(None, [root, os.environ.get('PYTHONPATH')]))}
   command = [sys.executable, os.path.join(TESTS_DIR, 'train_worker.py'), data_dir, str(workdir), str(steps)]
   return subprocess.Popen(command + list(options), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           cwd=cwd)
