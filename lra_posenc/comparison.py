@@ -15,7 +15,7 @@ from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std
 from lra_posenc.tasks import TaskSpec
 from lra_posenc.training import provenance
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.workdir import write_json
+from lra_posenc.training.workdir import read_json, write_json
 
 RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'
@@ -220,10 +220,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
 
 
 def _read_json_if_present(path: str) -> dict | None:
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+  return read_json(path) if os.path.exists(path) else None
 
 
 def train_all(task: TaskSpec, config: str, output_dir: str, variants: Sequence[Variant], seeds: Sequence[int],
