@@ -2,14 +2,13 @@
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import flax
 import jax
 import numpy as np
 
 from lra_posenc import progress
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.placement import replicate, shard
+from lra_posenc.training.placement import host_copy, replicate, shard
 from lra_posenc.training.task import Metrics, Params, Task
 
 
@@ -27,7 +26,7 @@ def evaluate(p_eval_step: Callable, params: Params, batches: Iterable[Batch], wh
 
   Each batch's sums are fetched before the next is counted, so progress is work done, not dispatched.
   """
-  return metric_averages([jax.device_get(flax.jax_utils.unreplicate(p_eval_step(params, shard(b))))
+  return metric_averages([host_copy(p_eval_step(params, shard(b)))
                           for b in progress.track(batches, what, unit='batches')])
 
 

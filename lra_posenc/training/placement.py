@@ -66,5 +66,5 @@ def first_device(tree: Any) -> Any:
 
 
 def host_copy(replicated: Any) -> Any:
-  """One copy of a replicated tree (the train state), fetched to the host: what a checkpoint saves."""
+  """One copy of a replicated tree (the train state, an evaluation's sums), fetched to the host."""
   return jax.device_get(flax.jax_utils.unreplicate(replicated))
