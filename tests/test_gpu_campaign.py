@@ -26,9 +26,9 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   (tmp_path / 'committed' / 'committed').mkdir(parents=True)
   (tmp_path / 'committed' / 'committed' / 'results.json').write_text('{}')
   out = tmp_path / 'out'
-  process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={out}', f'--work={tmp_path / "work"}', '--benchmarks=lra',
-                            f'--plan={plan}', f'--committed={tmp_path / "committed"}', '--budget_seconds=110',
-                            '--least_seconds=20', '--grace_seconds=10'],
+  campaign = [*CAMPAIGN, '--tiny', f'--work={tmp_path / "work"}', f'--plan={plan}',
+              f'--committed={tmp_path / "committed"}', '--least_seconds=20', '--grace_seconds=10']
+  process = subprocess.run([*campaign, f'--out={out}', '--benchmarks=lra', '--budget_seconds=110', '--parallel=2'],
                            cwd=ROOT, capture_output=True, text=True, timeout=400)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
   assert sorted(os.listdir(out)) == ['benchmarks.tar.gz', 'runs.tar.gz', 'summary.json', 'summary.md',
@@ -52,6 +52,18 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
     assert any(name.endswith('.xplane.pb') for name in tar.getnames())
   text = (out / 'summary.md').read_text()
   assert '| finishing | finished |' in text and '| endless | stopped at the deadline |' in text
+
+  # A second command in the same work folder, as on a machine still warm: the data and the finished run are
+  # kept, and the stopped run resumes from its checkpoint.
+  again = tmp_path / 'again'
+  process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=', '--budget_seconds=60'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+  assert 'kept the matching' in (tmp_path / 'work' / 'listops_data' / 'generate.log').read_text()
+  runs = json.loads((again / 'summary.json').read_text())['runs']
+  assert runs['finishing']['status'] == 'finished in an earlier command' and runs['finishing']['step'] == 8
+  assert runs['endless']['status'] == 'stopped at the deadline'
+  assert 'resum' in (tmp_path / 'work' / 'runs' / 'endless' / 'train.log').read_text().lower()
 
 
 def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):

@@ -69,11 +69,19 @@ def test_labels_lengths_and_disjoint_splits(tmp_path):
       assert options.longer_than < len(input_pipeline.tokenize(expression)) < options.shorter_than
 
 
-def test_cli_writes_lra_files(tmp_path):
-  listops.main(['--output_dir', str(tmp_path), '--seed', '1', '--num_train_samples', '20', '--num_valid_samples',
-                '5', '--num_test_samples', '5', '--max_depth', '3', '--longer_than', '2', '--shorter_than', '30'])
-  assert sorted(os.listdir(tmp_path)) == ['basic_test.tsv', 'basic_train.tsv', 'basic_val.tsv']
+def test_cli_writes_lra_files_and_keeps_them_for_the_same_arguments(tmp_path, capsys):
+  arguments = ['--output_dir', str(tmp_path), '--num_train_samples', '20', '--num_valid_samples', '5',
+               '--num_test_samples', '5', '--max_depth', '3', '--longer_than', '2', '--shorter_than', '30']
+  listops.main([*arguments, '--seed', '1'])
+  assert sorted(os.listdir(tmp_path)) == ['basic_test.tsv', 'basic_train.tsv', 'basic_val.tsv', 'generator.json']
   assert len(read_rows(tmp_path / 'basic_val.tsv')) == 5
+  first = (tmp_path / 'basic_train.tsv').read_text()
+  (tmp_path / 'basic_train.tsv').write_text('marked')  # Kept, not rewritten, when the arguments match.
+  listops.main([*arguments, '--seed', '1'])
+  assert (tmp_path / 'basic_train.tsv').read_text() == 'marked' and 'kept the matching' in capsys.readouterr().out
+  listops.main([*arguments, '--seed', '2'])
+  second = (tmp_path / 'basic_train.tsv').read_text()
+  assert second != 'marked' and second != first
 
 
 def test_vocabulary_is_fixed_and_sorted():

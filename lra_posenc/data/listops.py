@@ -4,7 +4,8 @@
 
 writes DIR/basic_{train,val,test}.tsv with the header `Source<TAB>Target`, then one
 `expression<TAB>label` row per line, the expression in LRA's bracketed form, e.g.
-`( ( ( [MAX 2 ) 9 ) ] )` for [MAX 2 9] = 9.
+`( ( ( [MAX 2 ) 9 ) ] )` for [MAX 2 9] = 9, and last DIR/generator.json, its arguments: a
+directory whose generator.json matches is kept as it is.
 
 The tree process and string format follow LRA's generator. Its length is the number of
 operator, value and `]` tokens; like LRA it keeps longer_than < length < shorter_than (LRA's
@@ -15,6 +16,7 @@ across the three splits, so the splits are disjoint.
 """
 import argparse
 import dataclasses
+import json
 import os
 import random
 import statistics
@@ -169,6 +171,24 @@ def write_tsv(path: str, samples: dict[str, int]) -> None:
   os.replace(temporary, path)
 
 
+def write_unless_present(output_dir: str, spec: Mapping[str, int]) -> bool:
+  """Writes the splits `spec` (a config's `data.generator`) describes, unless `output_dir/generator.json`
+  says they are there already; returns whether it wrote them. The spec is written last, so a directory
+  that holds it holds every split."""
+  spec = dict(spec)
+  spec_path = os.path.join(output_dir, 'generator.json')
+  if os.path.exists(spec_path):
+    with open(spec_path) as f:
+      if json.load(f) == spec:
+        return False
+  options = GeneratorOptions.from_spec(spec)
+  sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
+  write_splits(output_dir, spec['seed'], sizes, options)
+  with open(spec_path, 'w') as f:
+    json.dump(spec, f, indent=2, sort_keys=True)
+  return True
+
+
 def main(argv: Sequence[str] | None = None) -> None:
   defaults = GeneratorOptions()
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
@@ -179,11 +199,10 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--num_test_samples', type=int, default=2000)
   for field in dataclasses.fields(GeneratorOptions):
     parser.add_argument(f'--{field.name}', type=int, default=getattr(defaults, field.name))
-  args = parser.parse_args(argv)
-  options = GeneratorOptions.from_spec(vars(args))
-  sizes = dict(train=args.num_train_samples, val=args.num_valid_samples, test=args.num_test_samples)
-  for split, path in write_splits(args.output_dir, args.seed, sizes, options).items():
-    print(f'{split}: {sizes[split]} expressions -> {path}')
+  spec = vars(parser.parse_args(argv))
+  output_dir = spec.pop('output_dir')
+  wrote = write_unless_present(output_dir, spec)
+  print(f'{"wrote" if wrote else "kept the matching"} basic_{{{",".join(SPLITS)}}}.tsv in {output_dir}: {spec}')
 
 
 if __name__ == '__main__':

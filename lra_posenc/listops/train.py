@@ -8,7 +8,6 @@ or LRA's release. Re-running the command on the same workdir resumes.
 """
 import dataclasses
 import functools
-import json
 import os
 
 import jax
@@ -25,7 +24,7 @@ from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassi
 from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
-from lra_posenc.training.config_checks import check_keys, upgrade_generator_keys
+from lra_posenc.training.config_checks import check_keys
 from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.validation import check_positive, check_section_choice
@@ -111,7 +110,7 @@ def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
   if config.data.data_dir:
     return config.data.data_dir
   data_dir = data_directory(config, workdir)
-  distributed.on_primary(lambda: _generate_unless_present(data_dir, config.data.generator.to_dict()),
+  distributed.on_primary(lambda: generator.write_unless_present(data_dir, config.data.generator.to_dict()),
                          f'generating ListOps into {data_dir}')
   return data_dir
 
@@ -119,20 +118,6 @@ def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
 def data_directory(config: ml_collections.ConfigDict, workdir: str) -> str:
   """Where a run's ListOps files are: `data.data_dir`, or WORKDIR/data where they were generated."""
   return config.data.data_dir or os.path.join(workdir, 'data')
-
-
-def _generate_unless_present(data_dir: str, spec: dict) -> None:
-  spec_path = os.path.join(data_dir, 'generator.json')
-  if os.path.exists(spec_path):
-    with open(spec_path) as f:
-      if upgrade_generator_keys(json.load(f)) == spec:  # Data generated before the keys were renamed is reused.
-        return
-  logging.info('generating ListOps into %s: %s', data_dir, spec)
-  options = generator.GeneratorOptions.from_spec(spec)
-  sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
-  generator.write_splits(data_dir, spec['seed'], sizes, options)
-  with open(spec_path, 'w') as f:
-    json.dump(spec, f, indent=2, sort_keys=True)
 
 
 def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
