@@ -5,7 +5,6 @@ import random
 import subprocess
 import sys
 
-import ml_collections
 import numpy as np
 import pytest
 
@@ -77,7 +76,7 @@ def test_augmented_batches_are_a_function_of_seed_step_and_row():
   ids, labels = generated_ids(64, seed=1)
   batches = lambda start: iter([{'inputs': ids[i * 8:(i + 1) * 8], 'targets': np.array(labels[i * 8:(i + 1) * 8])}
                                 for i in range(start, 8)])
-  config = ml_collections.ConfigDict(AUGMENT_ALL)
+  config = augment.AugmentSettings(**AUGMENT_ALL)
   run = lambda start, seed=0: [b['inputs'] for b in augment.augmented_batches(
       batches(start), config, seed=seed, start=start, first_row=0)]
   straight = run(0)

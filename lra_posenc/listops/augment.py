@@ -7,9 +7,9 @@ value, so its label, exactly. Each example's changes are a pure function of (see
 row of the global batch), so a resumed run, or one split over other hosts, sees the same
 batches.
 """
+import dataclasses
 from collections.abc import Iterator
 
-import ml_collections
 import numpy as np
 
 from lra_posenc.data import listops as generator
@@ -17,7 +17,6 @@ from lra_posenc.listops.input_pipeline import END_ID, OPERATOR_IDS, PAD_ID, TOKE
 from lra_posenc.training.batches import Batch
 from lra_posenc.validation import check_range
 
-KEYS = ('shuffle_arguments', 'contract_subtrees')
 _DIGIT_IDS = [TOKEN_IDS[str(d)] for d in range(10)]
 _DIGIT_VALUES = {token_id: digit for digit, token_id in enumerate(_DIGIT_IDS)}
 _OPERATOR_NAMES = {token_id: name for name, token_id in OPERATOR_IDS.items()}
@@ -27,13 +26,23 @@ _STREAM = 0xA06  # Separates these draws from the batch order's, which share the
 Node = int | tuple
 
 
-def check_config(augment: ml_collections.ConfigDict) -> None:
-  for key in KEYS:
-    check_range(f'data.augment.{key}', augment[key], at_least=0, at_most=1, why='a probability')
+@dataclasses.dataclass(frozen=True)
+class AugmentSettings:
+  """`data.augment`: the probability of permuting a list's arguments, and of replacing a list below the root by
+  its value. Raises ValueError naming a probability outside [0, 1]."""
+  shuffle_arguments: float = 0.0
+  contract_subtrees: float = 0.0
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      check_range(f'data.augment.{field.name}', getattr(self, field.name), at_least=0, at_most=1, why='a probability')
+
+  @property
+  def active(self) -> bool:
+    return self.shuffle_arguments > 0 or self.contract_subtrees > 0
 
 
-def is_active(augment: ml_collections.ConfigDict) -> bool:
-  return any(augment[key] > 0 for key in KEYS)
+KEYS = tuple(field.name for field in dataclasses.fields(AugmentSettings))
 
 
 def parse(ids: np.ndarray) -> Node:
@@ -88,7 +97,7 @@ def augment_expression(ids: np.ndarray, rng: np.random.Generator, *, shuffle_arg
   return out
 
 
-def augmented_batches(batches: Iterator[Batch], augment: ml_collections.ConfigDict, *, seed: int, start: int,
+def augmented_batches(batches: Iterator[Batch], augment: AugmentSettings, *, seed: int, start: int,
                       first_row: int) -> Iterator[Batch]:
   """`batches` (global batch `start` on; this host's rows begin at `first_row` of each) augmented."""
   for step, batch in enumerate(batches, start=start):

@@ -20,12 +20,14 @@ from absl import flags
 
 from lra_posenc.listops import input_pipeline
 from lra_posenc.listops.train import create_model, example_outcomes
+from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import task_of
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.task import Params
 from lra_posenc.training.workdir import write_json
 
 matplotlib.use('Agg')  # Files only; no display.
@@ -38,6 +40,20 @@ def length_bucket_edges(lengths: np.ndarray, buckets: int) -> list[int]:
   """Edges [e0, e1, ..., en] (each bucket [e_i, e_(i+1))) splitting `lengths` into about equal counts."""
   starts = np.unique(np.quantile(lengths, np.linspace(0, 1, buckets + 1)[:-1], method='nearest').astype(int))
   return starts.tolist() + [int(lengths.max()) + 1]
+
+
+def example_scores(model: TransformerClassifier, params: Params, dataset: ArrayDataset, batch_size: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+  """Each example's cross-entropy and whether the model's most probable class is its label, in file order: the
+  one loop every ListOps score of a checkpoint comes from."""
+  outcomes = jax.jit(lambda params, batch: example_outcomes(model, params, batch, None))
+  nll, correct = [], []
+  for batch in dataset.eval_batches(batch_size):
+    real = batch['weight'] > 0
+    batch_nll, batch_correct = jax.device_get(outcomes(params, batch))
+    nll.append(batch_nll[real])
+    correct.append(batch_correct[real])
+  return np.concatenate(nll), np.concatenate(correct)
 
 
 def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nll: np.ndarray,
@@ -72,14 +88,7 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
   # length reads a file of shorter expressions whatever --max_length says.
   longest = int(input_pipeline.expression_lengths(dataset.arrays['inputs']).max())
   dataset = ArrayDataset(dataset.arrays | {'inputs': dataset.arrays['inputs'][:, :longest]})
-  outcomes = jax.jit(lambda params, batch: example_outcomes(model, params, batch, None))
-  nll, correct = [], []
-  for batch in dataset.eval_batches(config.evaluation.batch_size):
-    real = batch['weight'] > 0
-    batch_nll, batch_correct = jax.device_get(outcomes(params, batch))
-    nll.append(batch_nll[real])
-    correct.append(batch_correct[real])
-  nll, correct = np.concatenate(nll), np.concatenate(correct)
+  nll, correct = example_scores(model, params, dataset, config.evaluation.batch_size)
   inputs, targets = dataset.arrays['inputs'], dataset.arrays['targets']
   depths = input_pipeline.expression_depths(inputs)
   lengths = input_pipeline.expression_lengths(inputs)

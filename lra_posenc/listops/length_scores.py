@@ -5,13 +5,12 @@ import os
 import random
 from collections.abc import Sequence
 
-import jax
 import numpy as np
 
 from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline, train
-from lra_posenc.listops.evaluate import evaluate_file
+from lra_posenc.listops.evaluate import evaluate_file, example_scores
 from lra_posenc.sweeps import bucket_label
 from lra_posenc.training.checkpointing import read_config, restore_best
 
@@ -33,8 +32,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   it) and the majority class."""
   config, params, _ = restore_best(workdir)
   model = train.create_model(config)
-  metrics = jax.jit(lambda p, batch: train.classification_metrics(model, p, batch, None))
-  test_dir = train.data_directory(config, workdir)
+  test_dir = train.data_directory(config.data.data_dir, workdir)
   sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
   for low, high in zip(bounds[:-1], bounds[1:]):
     sets[bucket_label(low, high)] = (length_set(config.data.generator, low, high, num_samples, data_dir),
@@ -45,18 +43,16 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
     targets = dataset.arrays['targets']
     majority = float(np.bincount(targets).max() / len(targets))
     try:
-      sums = [jax.device_get(metrics(params, batch)) for batch in dataset.eval_batches(config.evaluation.batch_size)]
+      score = float(example_scores(model, params, dataset, config.evaluation.batch_size)[1].mean())
     except encodings.CannotExtrapolate:
-      scores[label] = {'score': None, 'majority': majority, 'examples': len(targets)}
-      continue
-    score = sum(float(s['accuracy']) for s in sums) / sum(float(s['count']) for s in sums)
+      score = None
     scores[label] = {'score': score, 'majority': majority, 'examples': len(targets)}
   return scores
 
 
 def scores_by_depth(workdir: str) -> dict[str, dict]:
   """Per nesting depth of the run's own test split: accuracy of the best checkpoint and that depth's majority class."""
-  data_dir = train.data_directory(read_config(workdir), workdir)
+  data_dir = train.data_directory(read_config(workdir).data.data_dir, workdir)
   report = evaluate_file(workdir, os.path.join(data_dir, 'basic_test.tsv'), split_name='test')
   return {depth: {'score': group['accuracy'], 'majority': group['majority_class_accuracy'],
                   'examples': group['examples']} for depth, group in report['by_depth'].items()}

@@ -25,7 +25,7 @@ from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transfor
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
 from lra_posenc.training.config_checks import check_keys
-from lra_posenc.training.settings import read_trainer_settings
+from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.validation import check_positive, check_section_choice
 
@@ -37,41 +37,41 @@ MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement
 SELECTION_METRICS = ('accuracy',)
 
 
-def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
-  """The classifier `config` describes; raises ValueError naming any bad data or model key."""
-  check_keys(config.data, 'data', DATA_KEYS)
-  check_keys(config.data.generator, 'data.generator', GENERATOR_KEYS)
-  check_keys(config.data.augment, 'data.augment', augment.KEYS)
-  augment.check_config(config.data.augment)
-  check_positive(config.data, 'data', 'max_length', 'num_classes')
-  _check_generator(config.data)
-  check_section_choice(config.data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+  """`config.data`, checked: where the files are (empty: generated into WORKDIR/data from `generator`, a
+  `data.listops.write_unless_present` spec), the longest input kept, the classes, what an invalid row does
+  (input_pipeline.INVALID_ROW_POLICIES) and the training batches' augmentation."""
+  data_dir: str
+  max_length: int
+  num_classes: int
+  on_invalid: str
+  generator: dict
+  augment: augment.AugmentSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOpsSettings:
+  """A ListOps config, read and checked once: the trainer's sections, the data, and the model."""
+  trainer: TrainerSettings
+  data: DataSettings
+  model: TransformerClassifier
+
+
+def read_settings(config: ml_collections.ConfigDict) -> ListOpsSettings:
+  """Checks every section before any data is made or read; raises ValueError naming the bad key."""
+  trainer = read_trainer_settings(config, 'listops')
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
-  model = config.model
-  check_keys(model, 'model', MODEL_KEYS)
-  check_positive(model, 'model', 'classifier_dim', 'length_multiple')
-  check_section_choice(model, 'model', 'pooling', POOLINGS)
-  check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
-  positions = config.data.max_length + (model.pooling == 'cls')
-  if model.randomized_positions and model.randomized_positions < positions:
-    raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least the '
-                     f'{positions} positions of an input (data.max_length {config.data.max_length}'
-                     f'{" and the CLS token" if model.pooling == "cls" else ""})')
-  transformer = transformer_config(model, max_len=max(positions, model.randomized_positions))
-  if model.pos_encoding_placement != 'input' and encodings.acts_in_attention(model.pos_encoding):
-    additive = [name for name in encodings.REGISTRY if not encodings.acts_in_attention(name)]
-    raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
-                     f'({additive}); model.pos_encoding={model.pos_encoding!r} acts inside attention')
-  return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB),
-                               num_classes=config.data.num_classes, pooling=model.pooling,
-                               classifier_dim=model.classifier_dim,
-                               pos_encoding_placement=model.pos_encoding_placement,
-                               randomized_positions=model.randomized_positions,
-                               length_multiple=model.length_multiple)
+  data = read_data(config.data)
+  return ListOpsSettings(trainer=trainer, data=data, model=read_model(config.model, data))
 
 
-def _check_generator(data: ml_collections.ConfigDict) -> None:
-  """The generator's options are possible, and the labels it would write fit `data.num_classes`."""
+def read_data(data: ml_collections.ConfigDict) -> DataSettings:
+  check_keys(data, 'data', DATA_KEYS)
+  check_keys(data.generator, 'data.generator', GENERATOR_KEYS)
+  check_keys(data.augment, 'data.augment', augment.KEYS)
+  check_positive(data, 'data', 'max_length', 'num_classes')
+  check_section_choice(data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
   try:
     options = generator.GeneratorOptions.from_spec(data.generator)
   except ValueError as error:
@@ -79,6 +79,37 @@ def _check_generator(data: ml_collections.ConfigDict) -> None:
   if not data.data_dir and options.label_modulus > data.num_classes:
     raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels '
                      f'0..{options.label_modulus - 1}, more than data.num_classes={data.num_classes}')
+  return DataSettings(data_dir=data.data_dir, max_length=data.max_length, num_classes=data.num_classes,
+                      on_invalid=data.on_invalid, generator=data.generator.to_dict(),
+                      augment=augment.AugmentSettings(**data.augment.to_dict()))
+
+
+def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> TransformerClassifier:
+  """The classifier `config.model` describes for `data`'s inputs."""
+  check_keys(model, 'model', MODEL_KEYS)
+  check_positive(model, 'model', 'classifier_dim', 'length_multiple')
+  check_section_choice(model, 'model', 'pooling', POOLINGS)
+  check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
+  positions = data.max_length + (model.pooling == 'cls')
+  if model.randomized_positions and model.randomized_positions < positions:
+    raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least the '
+                     f'{positions} positions of an input (data.max_length {data.max_length}'
+                     f'{" and the CLS token" if model.pooling == "cls" else ""})')
+  transformer = transformer_config(model, max_len=max(positions, model.randomized_positions))
+  if model.pos_encoding_placement != 'input' and encodings.acts_in_attention(model.pos_encoding):
+    additive = [name for name in encodings.REGISTRY if not encodings.acts_in_attention(name)]
+    raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
+                     f'({additive}); model.pos_encoding={model.pos_encoding!r} acts inside attention')
+  return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB), num_classes=data.num_classes,
+                               pooling=model.pooling, classifier_dim=model.classifier_dim,
+                               pos_encoding_placement=model.pos_encoding_placement,
+                               randomized_positions=model.randomized_positions,
+                               length_multiple=model.length_multiple)
+
+
+def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
+  """The classifier a ListOps config describes (a trained run's config.json, say), its data and model checked."""
+  return read_model(config.model, read_data(config.data))
 
 
 def classification_metrics(model: TransformerClassifier, params: Params, batch: Batch, rng: jax.Array | None
@@ -102,32 +133,32 @@ def example_outcomes(model: TransformerClassifier, params: Params, batch: Batch,
   return nll, jnp.argmax(logits, -1) == batch['targets']
 
 
-def prepare_data(config: ml_collections.ConfigDict, workdir: str) -> str:
+def prepare_data(data: DataSettings, workdir: str) -> str:
   """The data directory: `data.data_dir`, or a set generated into WORKDIR/data (reused when it matches).
 
   With several processes, process 0 generates and the others wait, then read.
   """
-  if config.data.data_dir:
-    return config.data.data_dir
-  data_dir = data_directory(config, workdir)
-  distributed.on_primary(lambda: generator.write_unless_present(data_dir, config.data.generator.to_dict()),
+  if data.data_dir:
+    return data.data_dir
+  data_dir = data_directory(data.data_dir, workdir)
+  distributed.on_primary(lambda: generator.write_unless_present(data_dir, data.generator),
                          f'generating ListOps into {data_dir}')
   return data_dir
 
 
-def data_directory(config: ml_collections.ConfigDict, workdir: str) -> str:
+def data_directory(data_dir: str, workdir: str) -> str:
   """Where a run's ListOps files are: `data.data_dir`, or WORKDIR/data where they were generated."""
-  return config.data.data_dir or os.path.join(workdir, 'data')
+  return data_dir or os.path.join(workdir, 'data')
 
 
 def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
   """The classifier `config` describes, on random token sequences of `data.max_length`."""
-  model = create_model(config)
-  length = config.data.max_length
+  listops = read_settings(config)
+  model, length = listops.model, listops.data.max_length
 
   def batch(examples: int, rng: np.random.Generator) -> Batch:
     return {'inputs': rng.integers(1, len(input_pipeline.VOCAB), (examples, length), dtype=np.int32),
-            'targets': rng.integers(0, config.data.num_classes, (examples,), dtype=np.int32),
+            'targets': rng.integers(0, listops.data.num_classes, (examples,), dtype=np.int32),
             'weight': np.ones((examples,), np.float32)}
 
   example = np.zeros((1, length), np.int32)
@@ -135,7 +166,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   counted = create_model(benchmarking.with_xla_attention(config))
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(read_trainer_settings(config, 'listops'), init,
+      task=benchmarking.synthetic_task(listops.trainer, init,
                                        functools.partial(classification_metrics, model),
                                        attention_paths(model.config, model.attention_calls(length))),
       batch=batch,
@@ -145,23 +176,22 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the whole config, then prepares data and model (generating data can take minutes)."""
-  settings = read_trainer_settings(config, 'listops')
-  model = create_model(config)
-  datasets, reports = input_pipeline.read_splits(
-      prepare_data(config, workdir), max_length=config.data.max_length, num_classes=config.data.num_classes,
-      on_invalid=config.data.on_invalid)
+  listops = read_settings(config)
+  settings, data, model = listops.trainer, listops.data, listops.model
+  datasets, reports = input_pipeline.read_splits(prepare_data(data, workdir), max_length=data.max_length,
+                                                 num_classes=data.num_classes, on_invalid=data.on_invalid)
   for report in reports:
     logging.info(report.describe())
   test_labels = datasets['test'].arrays['targets']
-  example = jnp.zeros((1, config.data.max_length), jnp.int32)
+  example = jnp.zeros((1, data.max_length), jnp.int32)
 
   def train_batches(start: int):
     shard = HostShard.current()
     batch_size = settings.training.batch_size
     batches = datasets['train'].train_batches(batch_size, seed=settings.seed, start=start, shard=shard)
-    if not augment.is_active(config.data.augment):
+    if not data.augment.active:
       return batches
-    return augment.augmented_batches(batches, config.data.augment, seed=settings.seed, start=start,
+    return augment.augmented_batches(batches, data.augment, seed=settings.seed, start=start,
                                      first_row=shard.slice(batch_size).start)
 
   return Task(
@@ -172,7 +202,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
       eval_batches=lambda split: datasets[split].eval_batches(settings.evaluation.batch_size),
       artifacts={'vocab': list(input_pipeline.VOCAB)},
       settings=settings,
-      attention_paths=attention_paths(model.config, model.attention_calls(config.data.max_length)),
+      attention_paths=attention_paths(model.config, model.attention_calls(data.max_length)),
       baselines={'test_majority_class_accuracy': float(np.bincount(test_labels).max() / len(test_labels))})
 
 
