@@ -11,6 +11,7 @@ import sacrebleu.significance
 import bleu_significance
 from conftest import toy_config
 from lra_posenc.translation import bleu, significance, train
+from lra_posenc.translation.settings import read_data
 
 
 def write_run(run_dir, config, translations: dict[str, list[str]]) -> str:
@@ -29,7 +30,7 @@ def write_run(run_dir, config, translations: dict[str, list[str]]) -> str:
 
 @pytest.fixture
 def references(toy_corpus) -> list[str]:
-  return train.read_text(toy_config(toy_corpus).data, 'test').targets
+  return train.read_text(read_data(toy_config(toy_corpus).data), 'test').targets
 
 
 def drop_last_word(line: str) -> str:
@@ -56,7 +57,7 @@ def test_paired_tests_on_sentence_statistics_are_sacrebleus_on_the_text(toy_corp
   """The same resamples give the same p-values; means and intervals agree to float32 rounding (sacreBLEU
   sums its bootstrap statistics in float32: 7 significant digits of a BLEU near 50)."""
   systems = noisy_copies(references, 3) + [references]
-  for name, protocol in bleu.protocols(toy_config(toy_corpus).data).items():
+  for name, protocol in bleu.protocols(read_data(toy_config(toy_corpus).data)).items():
     statistics = [protocol.sentence_statistics(system, references) for system in systems]
     ours = bleu.paired_test(protocol, statistics, test, samples=300)
     signatures, theirs = sacrebleu.significance.PairedTest(
@@ -75,7 +76,7 @@ def test_paired_tests_on_sentence_statistics_are_sacrebleus_on_the_text(toy_corp
 
 def test_sentence_statistics_sum_to_the_corpus_bleu(toy_corpus, references):
   (system,) = noisy_copies(references, 1)
-  for protocol in bleu.protocols(toy_config(toy_corpus).data).values():
+  for protocol in bleu.protocols(read_data(toy_config(toy_corpus).data)).values():
     statistics = protocol.sentence_statistics(system, references)
     assert statistics.shape == (len(references), len(bleu.STATISTICS_FIELDS))
     assert protocol.score_of_sums(statistics.sum(0)) == pytest.approx(protocol.score(system, references), abs=1e-9)
@@ -98,7 +99,7 @@ def test_scores_are_the_trainers_and_only_a_real_difference_is_significant(toy_c
     rows = report['splits']['test'][name]['systems']
     assert [row['system'] for row in rows] == systems
     for row, lines in zip(rows, (references, degraded, one_changed, references, capitalised)):
-      assert row['score'] == pytest.approx(bleu.scores(lines, references, config.data)[name])
+      assert row['score'] == pytest.approx(bleu.scores(lines, references, read_data(config.data))[name])
     baseline, every_line_worse, one_line_worse, identical, other_case = rows
     assert baseline['score'] == pytest.approx(100) and baseline['p_value'] is None
     assert every_line_worse['p_value'] < 0.01
@@ -127,7 +128,7 @@ def test_recorded_statistics_compare_runs_without_translations_or_data(toy_corpu
   # What the script saved is what training records.
   protocol = bleu.tokenized_bleu_protocol('de')
   saved = bleu.read_statistics(runs[1], 'averaged', 'test', 'tokenized_bleu', protocol)
-  bleu.record_statistics(str(tmp_path), 'averaged', 'test', references, references, config.data)
+  bleu.record_statistics(str(tmp_path), 'averaged', 'test', references, references, read_data(config.data))
   recorded = bleu.read_statistics(str(tmp_path), 'averaged', 'test', 'tokenized_bleu', protocol)
   assert saved.score == recorded.score == pytest.approx(100)
   np.testing.assert_array_equal(saved.statistics, recorded.statistics)
@@ -136,7 +137,7 @@ def test_recorded_statistics_compare_runs_without_translations_or_data(toy_corpu
 
 def test_recorded_statistics_that_do_not_add_up_are_errors(toy_corpus, references, tmp_path):
   (system,) = noisy_copies(references, 1)
-  bleu.record_statistics(str(tmp_path), 'best', 'test', system, references, toy_config(toy_corpus).data)
+  bleu.record_statistics(str(tmp_path), 'best', 'test', system, references, read_data(toy_config(toy_corpus).data))
   path = tmp_path / bleu.STATISTICS_FILE
   with open(path) as f:
     content = json.load(f)
@@ -180,7 +181,8 @@ def test_runs_that_cannot_be_compared_are_errors_naming_why(toy_corpus, referenc
   with pytest.raises(ValueError, match=f'{len(references) - 1} translations for {len(references)} references'):
     significance.compare([exact, short])
   # Recorded statistics of fewer sentences than the baseline's: no paired test.
-  bleu.record_statistics(str(tmp_path / 'short'), 'best', 'test', references[:-1], references[:-1], config.data)
+  bleu.record_statistics(str(tmp_path / 'short'), 'best', 'test', references[:-1], references[:-1],
+                         read_data(config.data))
   with pytest.raises(ValueError, match=f'short: {len(references) - 1} sentences of test; .* has {len(references)}'):
     significance.compare([exact, short])
   with pytest.raises(ValueError, match=r"test 'permutation'; valid: \['bootstrap', 'randomization'\]"):

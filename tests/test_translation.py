@@ -38,6 +38,7 @@ from lra_posenc.training.task import Task
 from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
 from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
+from lra_posenc.translation.settings import LossSettings, read_data
 from lra_posenc.translation.translator import Translator, create_translator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -375,7 +376,7 @@ def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy)
   # Each test sentence's BLEU statistics are written too; their sums give the scores, and sentence by
   # sentence they are those of the written translations.
   config = read_config(str(workdir))
-  for name, protocol in bleu.protocols(config.data).items():
+  for name, protocol in bleu.protocols(read_data(config.data)).items():
     recorded = bleu.read_statistics(str(workdir), 'best', 'test', name, protocol)
     assert protocol.score_of_sums(recorded.statistics.sum(0)) == pytest.approx(test[name], abs=1e-9)
     np.testing.assert_array_equal(recorded.statistics, protocol.sentence_statistics(hypotheses, references))
@@ -457,10 +458,10 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token(share_embed
   batches = {'short': token_batch(4, 3, seed=0), 'long': token_batch(4, 40, seed=1)}
   params = random_params(model, batches['long']['inputs'], batches['long']['targets'])
   # Chunks of 7 tokens: the 12 and 160 target tokens leave a padded last chunk.
-  loss_config = ml_collections.ConfigDict({'label_smoothing': label_smoothing, 'chunk_tokens': 7})
+  loss_settings = LossSettings(label_smoothing=label_smoothing, chunk_tokens=7)
   settings = read_trainer_settings(multi30k.get_config('sweep'), 'translation', train.TASK_SECTIONS,
                                    train.TRAINING_KEYS)
-  task = Task(metrics=functools.partial(train.translation_metrics, model, loss_config), init_params=None,
+  task = Task(metrics=functools.partial(train.translation_metrics, model, loss_settings), init_params=None,
               train_batches=None, eval_batches=None, artifacts={}, baselines={}, settings=settings)
   # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
   learning_rate = 1e4

@@ -11,10 +11,11 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-import ml_collections
 import numpy as np
 import sacrebleu
 import sacremoses
+
+from lra_posenc.translation.settings import DataSettings
 
 MAX_NGRAM_ORDER = 4
 STATISTICS_FIELDS = ('hyp_len', 'ref_len') + tuple(f'correct_{n}' for n in range(1, MAX_NGRAM_ORDER + 1)) + tuple(
@@ -90,7 +91,7 @@ def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
                       f'moses:{lang}')
 
 
-def protocols(data: ml_collections.ConfigDict) -> dict[str, BleuProtocol]:
+def protocols(data: DataSettings) -> dict[str, BleuProtocol]:
   """Both BLEUs of every test score of this task, by their results.json names: sacreBLEU (lowercased
   when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
   return {'bleu': sacrebleu_protocol(data.tokenizer.lowercase),
@@ -109,7 +110,7 @@ def sacrebleu_scores(hypotheses: Sequence[str], references: Sequence[str], *, lo
   return protocol_scores('bleu', sacrebleu_protocol(lowercase), hypotheses, references)
 
 
-def scores(hypotheses: Sequence[str], references: Sequence[str], data: ml_collections.ConfigDict
+def scores(hypotheses: Sequence[str], references: Sequence[str], data: DataSettings
            ) -> dict[str, float | str]:
   """Both BLEUs of a split's translations (`protocols`), with their signatures."""
   result = {}
@@ -133,7 +134,7 @@ def statistics_path(run_dir: str) -> str:
 
 
 def record_statistics(run_dir: str, checkpoint: str, split: str, hypotheses: Sequence[str],
-                      references: Sequence[str], data: ml_collections.ConfigDict) -> None:
+                      references: Sequence[str], data: DataSettings) -> None:
   """Adds both BLEUs' sentence statistics of `checkpoint`'s translations of `split` to RUN_DIR/bleu_statistics.json.
 
   The file is replaced whole (written beside it, then renamed), so an interrupted write leaves the old one.

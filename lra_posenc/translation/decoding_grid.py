@@ -3,6 +3,7 @@ from collections.abc import Sequence
 
 from lra_posenc.translation import bleu, input_pipeline
 from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.settings import read_data
 from lra_posenc.translation.translate import check_translation_workdir, checkpoint_params
 from lra_posenc.translation.translator import create_translator
 
@@ -18,14 +19,15 @@ def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_pe
   """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
   config = check_translation_workdir(workdir)
   params, steps = checkpoint_params(workdir, checkpoint)
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, config.data.tokenizer)
-  text = translation_train.read_text(config.data, split)
+  data = read_data(config.data)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
+  text = translation_train.read_text(data, split)
   rows = []
   for beam_size, length_penalty in settings(beam_sizes, length_penalties):
     config.decoding.beam_size = beam_size
     config.decoding.length_penalty = length_penalty or 0.0
     hypotheses = create_translator(config, tokenizers).translate(params, text.sources)
-    scores = bleu.scores(hypotheses, text.targets, config.data)
+    scores = bleu.scores(hypotheses, text.targets, data)
     rows.append({'beam_size': beam_size, 'length_penalty': length_penalty} | scores)
     print(f'beam {beam_size}, length penalty {length_penalty}: sacreBLEU {scores["bleu"]:.2f}, '
           f'tokenized BLEU {scores["tokenized_bleu"]:.2f}', flush=True)

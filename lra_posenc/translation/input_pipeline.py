@@ -12,14 +12,17 @@ import io
 import os
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import ml_collections
 import numpy as np
 import sentencepiece as spm
 from absl import logging
 
 from lra_posenc.data.files import DataError, decode_line, read_lines
 from lra_posenc.training.batches import ArrayDataset
+
+if TYPE_CHECKING:  # The settings module reads this one's ids.
+  from lra_posenc.translation.settings import TokenizerSettings
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -178,7 +181,7 @@ def tokenizer_directory(workdir: str) -> str:
   return os.path.join(workdir, 'tokenizer')
 
 
-def workdir_tokenizers(workdir: str, tokenizer: ml_collections.ConfigDict) -> Tokenizers:
+def workdir_tokenizers(workdir: str, tokenizer: 'TokenizerSettings') -> Tokenizers:
   """The tokenizers a translation run saved in `workdir`, read as its `data.tokenizer` config says."""
   return load_tokenizers(tokenizer_directory(workdir), joint=tokenizer.joint, lowercase=tokenizer.lowercase)
 

@@ -7,6 +7,7 @@ import numpy as np
 from lra_posenc.sweeps import bucket_label
 from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu, input_pipeline, train
+from lra_posenc.translation.settings import read_data
 
 
 def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 0, data_dir: str = ''
@@ -14,7 +15,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 
   """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits.
   The run's own test splits are scored: `num_samples` and `data_dir` (of the tasks that draw sets) are unused."""
   del num_samples, data_dir
-  data = read_config(workdir).data
+  data = read_data(read_config(workdir).data)
   tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:

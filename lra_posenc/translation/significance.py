@@ -1,15 +1,16 @@
 """Paired significance of BLEU differences between translation runs, from their sentence statistics
 (`scripts/bleu_significance.py` documents the method)."""
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
 
-import ml_collections
 import numpy as np
 
 from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.settings import DataSettings, read_data
 from lra_posenc.translation.translate import CHECKPOINTS
 
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.
@@ -40,7 +41,7 @@ def check_comparable(data_configs: dict[str, dict]) -> None:
                          f'{first_name}: their scores are not comparable')
 
 
-def system_statistics(run_dir: str, checkpoint: str, split: str, data: ml_collections.ConfigDict,
+def system_statistics(run_dir: str, checkpoint: str, split: str, data: DataSettings,
                       references: Callable[[], list[str]], save: bool) -> dict[str, np.ndarray]:
   """Sentence statistics of both BLEUs of `checkpoint` on `split`: as recorded in the run's
   bleu_statistics.json, or else computed from its translations (and recorded there if `save`)."""
@@ -72,9 +73,9 @@ def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bo
   parsed = [parse_system(spec) for spec in systems]
   data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
   check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
-  data = data_configs[systems[0]]
+  data = read_data(data_configs[systems[0]])
   if data_dir is not None:
-    data.data_dir = data_dir
+    data = dataclasses.replace(data, data_dir=data_dir)
   protocols = bleu.protocols(data)
   splits = {}
   for split in data.test_splits:

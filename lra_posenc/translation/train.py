@@ -21,78 +21,19 @@ from absl import logging
 
 from lra_posenc import benchmarking
 from lra_posenc.models import flops
-from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS, Seq2SeqTransformer
-from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
+from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.models.transformer import attention_paths
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
-from lra_posenc.training.config_checks import check_keys
-from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
-from lra_posenc.translation.translator import Translator, create_translator, model_max_len
-from lra_posenc.validation import check_positive, check_range, check_section_choice
+from lra_posenc.translation.settings import (TASK_SECTIONS, TRAINING_KEYS, DataSettings, LossSettings,
+                                             TranslationSettings, read_loss, read_settings)
+from lra_posenc.translation.translator import Translator, build_translator, create_translator
 
-DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
-             'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
-TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage', 'lowercase')
-TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
-MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
-LOSS_KEYS = ('label_smoothing', 'chunk_tokens')
-DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
-TASK_SECTIONS = ('loss', 'decoding')
-# Training keys of this task beside the trainer's: a budget of padded tokens per batch (0: off), as
-# fairseq's --max-tokens; each length bucket's batch then holds what fits (at most training.batch_size).
-TRAINING_KEYS = ('max_tokens',)
-# What picks the best checkpoint: teacher-forced validation token accuracy, or the sacreBLEU of
-# greedy decoding of the validation split (one more decoding pass per evaluation).
-SELECTION_METRICS = ('accuracy', 'bleu')
-
-
-def read_settings(config: ml_collections.ConfigDict) -> TrainerSettings:
-  """Validates every section before any data is read, raising ValueError naming the bad key; returns the
-  trainer's settings."""
-  settings = read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS)
-  data = config.data
-  check_keys(data, 'data', DATA_KEYS)
-  check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
-  check_positive(data, 'data', 'max_length', 'max_eval_source_length')
-  check_range('data.tokenizer.vocab_size', data.tokenizer.vocab_size, above=EOS_ID + 1,
-              why=f'ids 0-{EOS_ID} are padding, unknown, BOS and EOS')
-  check_range('data.tokenizer.character_coverage', data.tokenizer.character_coverage, above=0, at_most=1)
-  check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
-  check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
-  if not data.data_dir and not data.tfds_name:
-    raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
-                     'scripts/download_multi30k.py), or set data.tfds_name')
-  buckets = list(data.length_buckets)
-  if buckets and (buckets != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
-    raise ValueError(f'data.length_buckets={tuple(buckets)} must be increasing positive lengths ending at '
-                     f'data.max_length={data.max_length} (or empty: no bucketing)')
-  check_range('training.max_tokens', config.training.max_tokens, at_least=0)
-  if config.training.max_tokens:
-    if not buckets:
-      raise ValueError('training.max_tokens needs data.length_buckets (a budget is shared out per length bucket)')
-    token_budget_batch_sizes(buckets, config.training.max_tokens, config.training.batch_size, jax.device_count())
-  if not data.test_splits:
-    raise ValueError('data.test_splits is empty; name at least one split to score')
-  if data.source_lang == data.target_lang:
-    raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
-  check_keys(config.model, 'model', MODEL_KEYS)
-  check_section_choice(config.model, 'model', 'embedding_scaling', EMBEDDING_SCALINGS)
-  if config.model.share_embeddings and not data.tokenizer.joint:
-    raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
-  check_keys(config.loss, 'loss', LOSS_KEYS)
-  check_range('loss.label_smoothing', config.loss.label_smoothing, at_least=0, below=1)
-  check_range('loss.chunk_tokens', config.loss.chunk_tokens, at_least=0)
-  check_keys(config.decoding, 'decoding', DECODING_KEYS)
-  check_positive(config.decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
-  check_range('decoding.length_penalty', config.decoding.length_penalty, at_least=0)
-  transformer_config(config.model, max_len=model_max_len(config))
-  return settings
-
-
-def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.ConfigDict, params: Params,
+def translation_metrics(model: Seq2SeqTransformer, loss_settings: LossSettings, params: Params,
                         batch: Batch, rng: jax.Array | None) -> dict[str, jax.Array]:
   """Sums over target tokens: label-smoothed loss (minus its floor, so 0 is perfect), NLL, accuracy.
 
@@ -103,8 +44,8 @@ def translation_metrics(model: Seq2SeqTransformer, loss_config: ml_collections.C
   states, table, bias = model.apply({'params': params}, batch['inputs'], targets, train=train,
                                     rngs={'dropout': rng} if train else {}, method=Seq2SeqTransformer.output_layer_inputs)
   weight = (targets != PAD_ID) * batch['weight'][:, None]
-  sums = loss.token_sums(states, table, bias, targets, weight, label_smoothing=loss_config.label_smoothing,
-                         chunk_tokens=loss_config.chunk_tokens or loss.automatic_chunk_tokens(jax.default_backend()))
+  sums = loss.token_sums(states, table, bias, targets, weight, label_smoothing=loss_settings.label_smoothing,
+                         chunk_tokens=loss_settings.chunk_tokens or loss.automatic_chunk_tokens(jax.default_backend()))
   return {'loss': sums.loss, 'nll': sums.nll, 'accuracy': sums.correct, 'count': weight.sum()}
 
 
@@ -128,27 +69,29 @@ def read_translations(path: str, count: int) -> list[str]:
   return lines
 
 
-def _bucketing(config: ml_collections.ConfigDict) -> dict:
+def _bucketing(settings: TranslationSettings) -> dict:
   """The length-bucketing arguments of `ArrayDataset`'s bucketed batches and their shapes."""
-  return dict(buckets=config.data.length_buckets, lengths_key='lengths', sequence_keys=('inputs', 'targets'),
-              seed=config.seed, max_tokens=config.training.max_tokens, multiple_of=jax.device_count())
+  return dict(buckets=settings.data.length_buckets, lengths_key='lengths', sequence_keys=('inputs', 'targets'),
+              seed=settings.trainer.seed, max_tokens=settings.max_tokens, multiple_of=jax.device_count())
 
 
-def train_batches(dataset: ArrayDataset, config: ml_collections.ConfigDict, start: int) -> Iterator[Batch]:
-  if config.data.length_buckets:
-    return dataset.bucketed_train_batches(config.training.batch_size, start=start, **_bucketing(config))
-  return dataset.train_batches(config.training.batch_size, seed=config.seed, start=start)
+def train_batches(dataset: ArrayDataset, settings: TranslationSettings, start: int) -> Iterator[Batch]:
+  batch_size = settings.trainer.training.batch_size
+  if settings.data.length_buckets:
+    return dataset.bucketed_train_batches(batch_size, start=start, **_bucketing(settings))
+  return dataset.train_batches(batch_size, seed=settings.trainer.seed, start=start)
 
 
-def train_batch_shapes(dataset: ArrayDataset, config: ml_collections.ConfigDict
+def train_batch_shapes(dataset: ArrayDataset, settings: TranslationSettings
                        ) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:
   """The shapes `train_batches` yields: one per length bucket."""
-  if config.data.length_buckets:
-    return dataset.bucketed_train_batch_shapes(config.training.batch_size, **_bucketing(config))
-  return (dataset.train_batch_shape(config.training.batch_size),)
+  batch_size = settings.trainer.training.batch_size
+  if settings.data.length_buckets:
+    return dataset.bucketed_train_batch_shapes(batch_size, **_bucketing(settings))
+  return (dataset.train_batch_shape(batch_size),)
 
 
-def read_text(data: ml_collections.ConfigDict, split: str) -> input_pipeline.ParallelText:
+def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
   if data.tfds_name:
     return input_pipeline.read_tfds_split(data.tfds_name, split, data.source_lang, data.target_lang, data.data_dir)
   return input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
@@ -171,7 +114,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS),
-                                       init, functools.partial(translation_metrics, model, config.loss),
+                                       init, functools.partial(translation_metrics, model, read_loss(config.loss)),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example, example),
@@ -182,7 +125,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   """Validates the config, reads every split, trains or loads the tokenizer and builds the task."""
   settings = read_settings(config)
-  data = config.data
+  data = settings.data
   splits = {'train': data.train_split, 'validation': data.validation_split} | {s: s for s in data.test_splits}
   texts = {name: read_text(data, split) for name, split in splits.items()}
   tokenizer_dir = input_pipeline.tokenizer_directory(workdir)
@@ -200,11 +143,12 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
         text, tokenizers, split=splits[name], train=train, max_length=data.max_length if train else data.max_eval_source_length)
     logging.info('%s: %d pairs; skipped %s; cut to max length: %d', report.split, report.examples,
                  report.skipped or 'none', report.truncated)
-  if config.training.max_tokens:
-    logging.info('training.max_tokens=%d: sentences per batch by length bucket %s', config.training.max_tokens,
+  batch_size = settings.trainer.training.batch_size
+  if settings.max_tokens:
+    logging.info('training.max_tokens=%d: sentences per batch by length bucket %s', settings.max_tokens,
                  dict(zip(data.length_buckets, token_budget_batch_sizes(
-                     data.length_buckets, config.training.max_tokens, config.training.batch_size, jax.device_count()))))
-  translator = create_translator(config, tokenizers)
+                     data.length_buckets, settings.max_tokens, batch_size, jax.device_count()))))
+  translator = build_translator(settings.model, settings.decoding, data.max_eval_source_length, tokenizers)
   model = translator.model
 
   greedy = translator.with_beam_size(1)
@@ -237,18 +181,18 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   example = jnp.zeros((1, data.max_length), jnp.int32)
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
-      metrics=functools.partial(translation_metrics, model, config.loss),
-      train_batches=functools.partial(train_batches, datasets['train'], config),
-      train_batch_shapes=train_batch_shapes(datasets['train'], config),
-      eval_batches=lambda split: datasets[split].eval_batches(settings.evaluation.batch_size, lengths_key='lengths',
-                                                              sequence_keys=('inputs', 'targets')),
-      score_validation=score_validation if settings.evaluation.selection_metric == 'bleu' else None,
+      metrics=functools.partial(translation_metrics, model, settings.loss),
+      train_batches=functools.partial(train_batches, datasets['train'], settings),
+      train_batch_shapes=train_batch_shapes(datasets['train'], settings),
+      eval_batches=lambda split: datasets[split].eval_batches(
+          settings.trainer.evaluation.batch_size, lengths_key='lengths', sequence_keys=('inputs', 'targets')),
+      score_validation=score_validation if settings.trainer.evaluation.selection_metric == 'bleu' else None,
       artifacts={'tokenizer': tokenizers.fingerprints},
-      settings=settings,
+      settings=settings.trainer,
       attention_paths=attention_paths(model.config, model.attention_calls(data.max_length, data.max_length)),
       baselines={f'{split}_copy_source_bleu': corpus_sacrebleu(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
-      test_splits=tuple(data.test_splits),
+      test_splits=data.test_splits,
       score_test=score_test,
       count_unit='target_tokens')
 

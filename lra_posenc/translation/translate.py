@@ -20,6 +20,7 @@ from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.translation import input_pipeline
+from lra_posenc.translation.settings import read_data
 from lra_posenc.translation.translator import create_translator
 
 # The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
@@ -53,7 +54,7 @@ def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: s
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
     config.decoding.length_penalty = length_penalty
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, config.data.tokenizer)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, read_data(config.data).tokenizer)
   return create_translator(config, tokenizers).translate(params, sentences)
 
 

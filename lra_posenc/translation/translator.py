@@ -10,10 +10,10 @@ import numpy as np
 
 from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
-from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training.task import Params
-from lra_posenc.translation import decode
+from lra_posenc.translation import decode, settings
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
+from lra_posenc.translation.settings import DecodingSettings, ModelSettings
 
 
 class Translator:
@@ -99,26 +99,25 @@ class Translator:
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
 
 
-def model_max_len(config: ml_collections.ConfigDict) -> int:
-  """Positions the model needs: training pairs, evaluated sources and decoded outputs."""
-  return max(config.data.max_length, config.data.max_eval_source_length, config.decoding.max_output_length)
+def create_model(model: ModelSettings, source_vocab_size: int, target_vocab_size: int) -> Seq2SeqTransformer:
+  return Seq2SeqTransformer(model.transformer, source_vocab_size=source_vocab_size,
+                            target_vocab_size=target_vocab_size, share_embeddings=model.share_embeddings,
+                            bos_id=BOS_ID, pad_id=PAD_ID, embedding_scaling=model.embedding_scaling)
 
 
-def create_model(config: ml_collections.ConfigDict, source_vocab_size: int, target_vocab_size: int
-                 ) -> Seq2SeqTransformer:
-  return Seq2SeqTransformer(
-      transformer_config(config.model, max_len=model_max_len(config)),
-      source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
-      share_embeddings=config.model.share_embeddings, bos_id=BOS_ID, pad_id=PAD_ID,
-      embedding_scaling=config.model.embedding_scaling)
+def build_translator(model: ModelSettings, decoding: DecodingSettings, max_source_length: int,
+                     tokenizers: Tokenizers | None, vocab_sizes: tuple[int, int] | None = None) -> Translator:
+  """The translator of these settings; without `tokenizers` (ids only) give the `vocab_sizes`."""
+  if tokenizers is not None:
+    vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
+  return Translator(create_model(model, *vocab_sizes), tokenizers, beam_size=decoding.beam_size,
+                    length_penalty=decoding.length_penalty, max_source_length=max_source_length,
+                    max_output_length=decoding.max_output_length, batch_size=decoding.batch_size)
 
 
 def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,
                       vocab_sizes: tuple[int, int] | None = None) -> Translator:
-  """The translator `config` describes; without `tokenizers` (ids only) give the `vocab_sizes`."""
-  if tokenizers is not None:
-    vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
-  return Translator(create_model(config, *vocab_sizes), tokenizers, beam_size=config.decoding.beam_size,
-                    length_penalty=config.decoding.length_penalty,
-                    max_source_length=config.data.max_eval_source_length,
-                    max_output_length=config.decoding.max_output_length, batch_size=config.decoding.batch_size)
+  """The translator a translation config describes (a trained run's config.json, say), its model and decoding
+  checked."""
+  return build_translator(settings.read_model(config), settings.read_decoding(config.decoding),
+                          config.data.max_eval_source_length, tokenizers, vocab_sizes)

@@ -1,0 +1,166 @@
+"""A translation config, read and checked once at the task's boundary, into frozen settings.
+
+Every check raises ValueError naming the bad key before any data is read; what runs after
+receives these settings, not the ConfigDict.
+"""
+import dataclasses
+
+import jax
+import ml_collections
+
+from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
+from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.training.batches import token_budget_batch_sizes
+from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.translation.input_pipeline import EOS_ID
+from lra_posenc.validation import check_positive, check_range, check_section_choice
+
+DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
+             'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
+TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage', 'lowercase')
+TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
+MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
+LOSS_KEYS = ('label_smoothing', 'chunk_tokens')
+DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
+TASK_SECTIONS = ('loss', 'decoding')
+# Training keys of this task beside the trainer's: a budget of padded tokens per batch (0: off), as
+# fairseq's --max-tokens; each length bucket's batch then holds what fits (at most training.batch_size).
+TRAINING_KEYS = ('max_tokens',)
+# What picks the best checkpoint: teacher-forced validation token accuracy, or the sacreBLEU of
+# greedy decoding of the validation split (one more decoding pass per evaluation).
+SELECTION_METRICS = ('accuracy', 'bleu')
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSettings:
+  """`data.tokenizer`: SentencePiece, one model for both languages if `joint`, trained on lowercased text if
+  `lowercase`."""
+  joint: bool
+  vocab_size: int
+  model_type: str
+  character_coverage: float
+  lowercase: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+  """`config.data`: raw files in `data_dir` (SPLIT.LANG[.gz]) or a TFDS dataset, the splits, the longest
+  training pair and evaluated source (ids with EOS), and the length buckets of training batches (empty: none)."""
+  data_dir: str
+  tfds_name: str
+  source_lang: str
+  target_lang: str
+  train_split: str
+  validation_split: str
+  test_splits: tuple[str, ...]
+  max_length: int
+  max_eval_source_length: int
+  length_buckets: tuple[int, ...]
+  tokenizer: TokenizerSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings:
+  """The encoder-decoder: its Transformer stack, whether source, target and output embeddings are one table,
+  and how embeddings are scaled (models.seq2seq.EMBEDDING_SCALINGS)."""
+  transformer: TransformerConfig
+  share_embeddings: bool
+  embedding_scaling: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSettings:
+  """Label smoothing, and target tokens per chunk of the output layer and loss (0: loss.automatic_chunk_tokens)."""
+  label_smoothing: float
+  chunk_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingSettings:
+  """Beam search's beam (1: greedy), GNMT length penalty, most output ids (with EOS), sentences per call."""
+  beam_size: int
+  length_penalty: float
+  max_output_length: int
+  batch_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslationSettings:
+  """A translation config: the trainer's sections, the data, the model, the loss, decoding, and the padded-token
+  budget of a training batch (0: off)."""
+  trainer: TrainerSettings
+  data: DataSettings
+  model: ModelSettings
+  loss: LossSettings
+  decoding: DecodingSettings
+  max_tokens: int
+
+
+def read_settings(config: ml_collections.ConfigDict) -> TranslationSettings:
+  """Every section checked, before any data is read."""
+  trainer = read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS)
+  check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
+  data = read_data(config.data)
+  max_tokens = config.training.max_tokens
+  check_range('training.max_tokens', max_tokens, at_least=0)
+  if max_tokens:
+    if not data.length_buckets:
+      raise ValueError('training.max_tokens needs data.length_buckets (a budget is shared out per length bucket)')
+    token_budget_batch_sizes(data.length_buckets, max_tokens, trainer.training.batch_size, jax.device_count())
+  loss = read_loss(config.loss)
+  decoding = read_decoding(config.decoding)
+  return TranslationSettings(trainer=trainer, data=data, model=read_model(config), loss=loss, decoding=decoding,
+                             max_tokens=max_tokens)
+
+
+def read_data(data: ml_collections.ConfigDict) -> DataSettings:
+  check_keys(data, 'data', DATA_KEYS)
+  check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
+  check_positive(data, 'data', 'max_length', 'max_eval_source_length')
+  check_range('data.tokenizer.vocab_size', data.tokenizer.vocab_size, above=EOS_ID + 1,
+              why=f'ids 0-{EOS_ID} are padding, unknown, BOS and EOS')
+  check_range('data.tokenizer.character_coverage', data.tokenizer.character_coverage, above=0, at_most=1)
+  check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
+  if not data.data_dir and not data.tfds_name:
+    raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
+                     'scripts/download_multi30k.py), or set data.tfds_name')
+  buckets = tuple(data.length_buckets)
+  if buckets and (list(buckets) != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
+    raise ValueError(f'data.length_buckets={buckets} must be increasing positive lengths ending at '
+                     f'data.max_length={data.max_length} (or empty: no bucketing)')
+  if not data.test_splits:
+    raise ValueError('data.test_splits is empty; name at least one split to score')
+  if data.source_lang == data.target_lang:
+    raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
+  return DataSettings(
+      data_dir=data.data_dir, tfds_name=data.tfds_name, source_lang=data.source_lang, target_lang=data.target_lang,
+      train_split=data.train_split, validation_split=data.validation_split, test_splits=tuple(data.test_splits),
+      max_length=data.max_length, max_eval_source_length=data.max_eval_source_length, length_buckets=buckets,
+      tokenizer=TokenizerSettings(**data.tokenizer.to_dict()))
+
+
+def read_loss(loss: ml_collections.ConfigDict) -> LossSettings:
+  check_keys(loss, 'loss', LOSS_KEYS)
+  check_range('loss.label_smoothing', loss.label_smoothing, at_least=0, below=1)
+  check_range('loss.chunk_tokens', loss.chunk_tokens, at_least=0)
+  return LossSettings(**loss.to_dict())
+
+
+def read_decoding(decoding: ml_collections.ConfigDict) -> DecodingSettings:
+  check_keys(decoding, 'decoding', DECODING_KEYS)
+  check_positive(decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
+  check_range('decoding.length_penalty', decoding.length_penalty, at_least=0)
+  return DecodingSettings(**decoding.to_dict())
+
+
+def read_model(config: ml_collections.ConfigDict) -> ModelSettings:
+  """`config.model`, for as many positions as training, evaluated sources and decoded outputs need."""
+  model = config.model
+  check_keys(model, 'model', MODEL_KEYS)
+  check_section_choice(model, 'model', 'embedding_scaling', EMBEDDING_SCALINGS)
+  if model.share_embeddings and not config.data.tokenizer.joint:
+    raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
+  max_len = max(config.data.max_length, config.data.max_eval_source_length, config.decoding.max_output_length)
+  return ModelSettings(transformer=transformer_config(model, max_len=max_len),
+                       share_embeddings=model.share_embeddings, embedding_scaling=model.embedding_scaling)
