@@ -1,4 +1,4 @@
-"""The run record a checkpoint carries: its JSON round trip, older checkpoints' records, best selection."""
+"""The run record a checkpoint carries: its JSON round trip, resumability, best selection."""
 import numpy as np
 import pytest
 from hypothesis import given
@@ -27,15 +27,6 @@ def test_a_record_survives_its_json_as_a_checkpoint_saves_it():
                                                                                           'accuracy')
   record = record.with_run(RunSpan(0, 200, 12.5, 3.0)).with_run(RunSpan(200, 300, 4.0, 0.5))
   assert RunRecord.from_json(record.to_json()) == record
-
-
-def test_a_record_from_before_runs_and_early_stopping_were_recorded_reads_as_none_and_zero():
-  saved = {'rng': [0, 1], 'model': {}, 'artifacts': {}, 'best': {'step': 10, 'score': 0.5, 'validation': {}}}
-  record = RunRecord.from_json(saved)
-  assert record.runs == () and record.evaluations_since_best == 0 and record.best.step == 10
-  spans = RunRecord.from_json(saved | {'runs': [{'first_step': 0, 'last_step': 10, 'train_seconds': 1.0}]}).runs
-  assert spans == (RunSpan(0, 10, 1.0),) and spans[0].to_json() == {'first_step': 0, 'last_step': 10,
-                                                                      'train_seconds': 1.0}
 
 
 def test_a_checkpoint_of_another_model_or_vocabulary_is_refused_by_key():

@@ -2,7 +2,6 @@
 import dataclasses
 from typing import Any
 
-from lra_posenc.training.config_checks import upgrade_old_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +49,8 @@ class RunRecord:
   def from_json(cls, saved: dict[str, Any]) -> 'RunRecord':
     return cls(rng=saved['rng'], model=saved['model'], artifacts=saved['artifacts'],
                best=None if saved['best'] is None else BestEvaluation(**saved['best']),
-               evaluations_since_best=saved.get('evaluations_since_best', 0),
-               runs=tuple(RunSpan(**run) for run in saved.get('runs', ())))
+               evaluations_since_best=saved['evaluations_since_best'],
+               runs=tuple(RunSpan(**run) for run in saved['runs']))
 
   def out_of_patience(self, patience: int) -> bool:
     """Whether `patience` evaluations in a row (0: never) missed the best: read from the record, so a resumed
@@ -74,7 +73,7 @@ def check_resumable(expected: RunRecord, step: int, saved: dict[str, Any]) -> No
   if saved['artifacts'] != expected.artifacts:
     raise ValueError(f'checkpoint at step {step} was trained with different task artifacts '
                      f'({sorted(saved["artifacts"])}); refusing to resume with a different vocabulary')
-  saved_model = upgrade_old_model(saved['model'], expected.model)
+  saved_model = saved['model']
   differing = sorted(k for k in set(saved_model) | set(expected.model) if saved_model.get(k) != expected.model.get(k))
   if differing:
     raise ValueError(f'checkpoint at step {step} has a different model config; differing keys: '
