@@ -1,0 +1,381 @@
+"""The results summary at the top of RESULTS.md, rebuilt from the committed run files under results/ so that it
+cannot drift from them: per task and setting, each encoding's seeds, mean ± std, rank, how its runs ended, and its
+difference from the reference encoding with a Welch p over seeds (and, where runs recorded their sentence
+statistics, a paired bootstrap p over test sentences); a few verdict lines and one figure.
+
+    python -m lra_posenc.report [--results_dir=results] [--results_md=RESULTS.md] [--no-update_results_md]
+
+writes RESULTS_DIR/SUMMARY.md and RESULTS_DIR/summary.png, and replaces the block between SUMMARY_START and
+SUMMARY_END in RESULTS.md (inserted after its first paragraph if it has none).
+"""
+import argparse
+import csv
+import os
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import scipy.stats
+
+from lra_posenc import comparison, sweeps, tasks
+from lra_posenc.training.checkpointing import read_config
+from lra_posenc.training.workdir import read_json
+from lra_posenc.translation import bleu
+from lra_posenc.translation.settings import read_data
+
+LISTOPS_LENGTHS = 'listops [64, 128, 256, 512] 500'  # length_scores.json's set: 500 expressions per longer bucket.
+
+# One table per task and setting. sources: paths under results/, each a folder of VARIANT/seed_S run folders or a
+# runs.csv (a study whose run folders were not committed); metric: the column ranked and tested, of the rows
+# `comparison.run_row` writes (length scores as 'SET BUCKET'), a run without it being no run of the table; axis:
+# its label in the figure; columns: (column, header) shown as mean ± std; baseline: (column, label) whose mean the
+# heading quotes; statistics: (checkpoint, split, BLEU) of bleu_statistics.json for the paired bootstrap, or None
+# for a task without sentence statistics.
+TABLES = (
+    {'title': 'ListOps at convergence', 'task': 'listops',
+     'setting': 'test accuracy of the best-validation checkpoint; `configs/listops/lra.py:sweep` trained until '
+                'validation stops improving (patience 8, at most 30000 steps)',
+     'sources': ('listops_converged/runs', 'listops_converged_new_encodings/runs'),
+     'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'test accuracy'),), 'digits': 3,
+     'reference': 'sinusoidal', 'baseline': None, 'statistics': None},
+    {'title': 'ListOps beyond the training lengths', 'task': 'listops',
+     'setting': 'checkpoints of table 1\'s setting (retrained), accuracy on 500 expressions per length bucket '
+                '(training: 11-63 tokens), ranked and tested at 256-511 tokens',
+     'sources': ('listops_converged_length/runs', 'listops_converged_new_length/runs'),
+     'metric': f'{LISTOPS_LENGTHS} 256-511', 'axis': 'test accuracy at 256-511 tokens',
+     'columns': ((f'{LISTOPS_LENGTHS} 64-127', '64-127'), (f'{LISTOPS_LENGTHS} 128-255', '128-255'),
+                 (f'{LISTOPS_LENGTHS} 256-511', '256-511')), 'digits': 3,
+     'reference': 'sinusoidal', 'baseline': (f'{LISTOPS_LENGTHS} 256-511 majority', 'majority class at 256-511'),
+     'statistics': None},
+    {'title': 'Multi30k En→De `:sweep`', 'task': 'translation',
+     'setting': 'sacreBLEU of the best-validation checkpoint, ranked and tested on test_2016_flickr; '
+                '`configs/translation/multi30k.py:sweep`, 1500 steps',
+     'sources': ('multi30k_sweep/runs.csv', 'multi30k_new_encodings/runs'),
+     'metric': 'test_2016_flickr bleu', 'axis': 'sacreBLEU, test_2016_flickr',
+     'columns': (('test_2016_flickr bleu', 'test_2016_flickr'), ('test_2017_flickr bleu', 'test_2017_flickr'),
+                 ('test_2017_mscoco bleu', 'test_2017_mscoco')), 'digits': 2,
+     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')},
+    {'title': 'Multi30k En→De `:tiny`', 'task': 'translation',
+     'setting': 'tokenized lowercased BLEU (the literature\'s protocol) of the averaged checkpoint (the last 10 '
+                'validated), ranked and tested on test_2016_flickr; `configs/translation/multi30k.py:tiny`, '
+                'at most 10000 steps, patience 10',
+     'sources': ('multi30k_tiny/comparison',),
+     'metric': 'averaged test_2016_flickr tokenized_bleu',
+     'axis': 'tokenized BLEU, averaged checkpoint, test_2016_flickr',
+     'columns': (('averaged test_2016_flickr tokenized_bleu', 'test_2016_flickr'),
+                 ('averaged test_2017_flickr tokenized_bleu', 'test_2017_flickr'),
+                 ('averaged test_2017_mscoco tokenized_bleu', 'test_2017_mscoco')), 'digits': 2,
+     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('averaged', 'test_2016_flickr', 'tokenized_bleu')},
+)
+
+SUMMARY_START = '<!-- summary:start -->'
+SUMMARY_END = '<!-- summary:end -->'
+SUMMARY_FILE = 'SUMMARY.md'
+FIGURE_FILE = 'summary.png'
+ENDINGS = {'patience': 'patience', 'num_train_steps': 'budget'}  # results.json's training_ended.reason, as read.
+NOT_RECORDED = 'not recorded'  # A run with no results.json committed, or one older than training_ended.
+SIGNIFICANCE = 0.05
+
+
+def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dict]:
+  """The finished runs of one source: run_row's figures, each run's length scores as 'SET BUCKET' (and 'SET
+  BUCKET majority'), and, apart from the figures, its 'ended' reason and 'run_dir' (None from a runs.csv)."""
+  path = os.path.join(results_dir, source)
+  if source.endswith('.csv'):
+    with open(path, newline='') as f:
+      return [{key: value if key in comparison.LABEL_COLUMNS else _number(value) for key, value in row.items()}
+              | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None} for row in csv.DictReader(f)]
+  runs = []
+  for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
+    seeds = sorted((int(name.removeprefix('seed_')), os.path.join(path, directory, name))
+                   for name in os.listdir(os.path.join(path, directory)) if name.startswith('seed_'))
+    variant = sweeps.parse_variant(sweeps.spec_of_directory(directory)) if seeds else None
+    for seed, run_dir in seeds:
+      row = comparison.run_row(task, variant, seed, run_dir, task.default_target)
+      if row is None:
+        continue
+      for length_set, buckets in _read_if_present(os.path.join(run_dir, 'length_scores.json')).items():
+        for bucket, scores in buckets.items():
+          row[f'{length_set} {bucket}'] = scores['score']
+          row[f'{length_set} {bucket} majority'] = scores.get('majority')
+      reason = read_json(os.path.join(run_dir, comparison.RESULTS_FILE)).get('training_ended', {}).get('reason')
+      runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir})
+  return runs
+
+
+def table_rows(table: dict, results_dir: str) -> list[dict]:
+  """One row per encoding, best first: encoding, n, stats (column -> mean_and_std with values), rank,
+  ended, delta and welch_p against the reference (None where not defined); with sentence statistics,
+  recorded_seeds (the seeds that recorded them), bootstrap_p and bootstrap_seeds."""
+  task = tasks.TASKS[table['task']]
+  runs = [run | {'source': source} for source in table['sources'] for run in read_source(results_dir, source, task)
+          if run.get(table['metric']) is not None]
+  variants = [sweeps.parse_variant(spec) for spec in dict.fromkeys(run['variant'] for run in runs)]
+  for variant in variants:
+    sources = sorted({run['source'] for run in runs if run['variant'] == variant.spec})
+    if len(sources) > 1:
+      raise ValueError(f"{table['title']}: {variant.spec} has runs in more than one source: {sources}")
+  figures = [{key: value for key, value in run.items() if key not in ('ended', 'run_dir', 'source')} for run in runs]
+  rows, pooled = [], {}
+  for summary in comparison.variant_summaries(figures, variants):
+    own = [run for run in runs if run['variant'] == summary['variant']]
+    rows.append({'encoding': summary['variant'], 'n': len(own),
+                 'stats': summary['columns'], 'ended': ended_cell([run['ended'] for run in own])})
+    if table['statistics']:
+      pooled[summary['variant']] = pooled_statistics(own, *table['statistics'])
+      rows[-1]['recorded_seeds'] = pooled[summary['variant']][2] if pooled[summary['variant']] else []
+  if table['reference'] not in [row['encoding'] for row in rows]:
+    raise ValueError(f"{table['title']}: no runs of the reference encoding {table['reference']}")
+  rows.sort(key=lambda row: (-row['stats'][table['metric']]['mean'], row['encoding']))
+  reference = next(row for row in rows if row['encoding'] == table['reference'])
+  for rank, row in enumerate(rows, 1):
+    row['rank'] = rank
+    row |= _against_reference(table, row, reference)
+    if table['statistics']:
+      row |= _bootstrap(row, pooled[row['encoding']], pooled[reference['encoding']])
+  return rows
+
+
+def ended_cell(reasons: Sequence[str]) -> str:
+  """How the runs ended, counted: '2 patience, 1 budget' (patience, then budget, then other reasons)."""
+  order = list(ENDINGS.values())
+  counts = {reason: reasons.count(reason) for reason in sorted(set(reasons), key=lambda r: (
+      order.index(r) if r in order else len(order), r))}
+  return ', '.join(f'{count} {reason}' for reason, count in counts.items())
+
+
+def _against_reference(table: dict, row: dict, reference: dict) -> dict:
+  """The row's difference of means from the reference and the Welch p over seeds (None with fewer than two
+  seeds on either side); both None for the reference itself."""
+  if row is reference:
+    return {'delta': None, 'welch_p': None}
+  metric = table['metric']
+  values = [[v for v in side['stats'][metric]['values'] if v is not None] for side in (row, reference)]
+  welch_p = None
+  if min(len(v) for v in values) > 1:
+    welch_p = float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue)
+  return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'],
+          'welch_p': welch_p if welch_p is None or np.isfinite(welch_p) else None}
+
+
+def _bootstrap(row: dict, pooled: tuple | None, reference: tuple | None) -> dict:
+  """The paired bootstrap p of the row's pooled sentence statistics against the reference's, with the row's
+  seeds in it; None where either side recorded none, or for the reference itself."""
+  if row['delta'] is None or pooled is None or reference is None:
+    return {'bootstrap_p': None, 'bootstrap_seeds': []}
+  protocol, statistics, seeds = pooled
+  return {'bootstrap_p': bleu.paired_test(protocol, [reference[1], statistics], 'bootstrap')[1].p_value,
+          'bootstrap_seeds': seeds}
+
+
+def pooled_statistics(runs: Sequence[dict], checkpoint: str, split: str, name: str
+                      ) -> tuple[bleu.BleuProtocol, np.ndarray, list[int]] | None:
+  """The BLEU protocol, the sentence statistics summed over the runs that recorded them in bleu_statistics.json
+  (the corpus of all their translations: a paired bootstrap resamples each sentence with every seed's
+  translation of it) and those runs' seeds; None if none recorded them."""
+  protocol, total, seeds = None, None, []
+  for run in runs:
+    if run['run_dir'] is None or not os.path.isfile(bleu.statistics_path(run['run_dir'])):
+      continue
+    protocol = bleu.protocols(read_data(read_config(run['run_dir']).data))[name]
+    recorded = bleu.read_statistics(run['run_dir'], checkpoint, split, name, protocol)
+    if recorded is None:
+      continue
+    total = recorded.statistics if total is None else total + recorded.statistics
+    seeds.append(run['seed'])
+  return (protocol, total, seeds) if seeds else None
+
+
+def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tuple[dict, list[dict]]]:
+  """Every table definition with its rows."""
+  return [(table, table_rows(table, results_dir)) for table in tables]
+
+
+def p_cell(p: float | None) -> str:
+  return 'n/a' if p is None else ('< 0.001' if p < 0.0005 else f'{p:.3f}')
+
+
+def significance(p: float | None) -> str:
+  """How a p-value reads here: p < 0.05 is significant at 5%; anything else, a missing test included, is not
+  established."""
+  return 'significant at 5%' if p is not None and p < SIGNIFICANCE else 'not established'
+
+
+def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: str) -> list[str]:
+  """A heading naming the setting, metric and sources, then one row per encoding (no blank line between:
+  the block must fit one screen). The bootstrap column appears where some run recorded sentence statistics."""
+  digits, reference = table['digits'], table['reference']
+  heading = f"#### {number}. {table['title']}: {table['setting']}"
+  if table['baseline']:
+    column, label = table['baseline']
+    heading += f"; {label} {rows[0]['stats'][column]['mean']:.{digits}f}"
+  bootstrap = any(row.get('bootstrap_p') is not None for row in rows)
+  if bootstrap:
+    checkpoint, split, name = table['statistics']
+    reference_seeds = next(row['recorded_seeds'] for row in rows if row['encoding'] == reference)
+    heading += f"; bootstrap on {split} {name}, {reference}'s seeds {_seed_list(reference_seeds)}"
+  elif table['statistics']:
+    heading += '; no run recorded bleu_statistics.json, so no bootstrap'
+  heading += ' (' + ', '.join(f'[{source}]({link_prefix}{source})' for source in table['sources']) + ')'
+  headers = (['encoding', 'n'] + [label for _, label in table['columns']]
+             + ['rank', 'ended', f'Δ vs {reference}', 'Welch p'] + (['bootstrap p (seeds)'] if bootstrap else []))
+  lines = [heading, '| ' + ' | '.join(headers) + ' |', '| --- ' * len(headers) + '|']
+  for row in rows:
+    cells = [row['encoding'], str(row['n'])]
+    cells += [sweeps.mean_std_cell(row['stats'][column], digits) for column, _ in table['columns']]
+    cells += [str(row['rank']), row['ended'],
+              'reference' if row['delta'] is None else f"{row['delta']:+.{digits}f}",
+              '-' if row['delta'] is None else p_cell(row['welch_p'])]
+    if bootstrap:
+      cells.append('-' if row['delta'] is None else 'n/a' if row['bootstrap_p'] is None else
+                   f"{p_cell(row['bootstrap_p'])} ({_seed_list(row['bootstrap_seeds'])})")
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return lines
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+  return ', '.join(str(seed) for seed in seeds)
+
+
+def _versus(table: dict, row: dict) -> str:
+  """A row's mean and its difference from the reference with the tests' p-values and what they establish."""
+  digits = table['digits']
+  text = f"{sweeps.mean_std_cell(row['stats'][table['metric']], digits)} (n={row['n']})"
+  if row['delta'] is None:
+    return text + ', the reference itself'
+  text += f", {row['delta']:+.{digits}f} against {table['reference']}, Welch p = {p_cell(row['welch_p'])}"
+  if row['welch_p'] is None:
+    text += ' (one seed)'
+  if row.get('bootstrap_p') is not None:
+    text += f", paired bootstrap p = {p_cell(row['bootstrap_p'])}"
+  established = [test for test, p in (('Welch', row['welch_p']), ('bootstrap', row.get('bootstrap_p')))
+                 if significance(p) != 'not established']
+  return text + (f": significant at 5% ({' and '.join(established)})" if established else ': not established')
+
+
+def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
+  """One line per table (its leader, the leader over several seeds if that is another, and which other
+  differences from the reference are significant over seeds), and one with the ranks of the encodings every
+  table has; each names the table it rests on."""
+  lines = []
+  for number, (table, rows) in enumerate(tables, 1):
+    reference, leader = table['reference'], rows[0]
+    line = f"- **{table['title']}** (table {number}): {leader['encoding']} leads, {_versus(table, leader)}."
+    seeded = next((row for row in rows if row['n'] > 1), None)
+    if leader['n'] < 2 and seeded:
+      line += f" With more than one seed, {seeded['encoding']} leads, {_versus(table, seeded)}."
+    named = {leader['encoding'], seeded['encoding'] if seeded else None}
+    significant = [f"{row['encoding']} {row['delta']:+.{table['digits']}f} (p = {p_cell(row['welch_p'])})"
+                   for row in rows if row['encoding'] not in named and row['delta'] is not None
+                   and significance(row['welch_p']) != 'not established']
+    line += (f" Also significant at 5% over seeds: {', '.join(significant)}." if significant
+             else f' No other difference from {reference} is significant at 5% over seeds.')
+    lines.append(line)
+  common = [row['encoding'] for row in tables[0][1]
+            if all(any(other['encoding'] == row['encoding'] for other in rows) for _, rows in tables)]
+  ranked = {encoding: [next(row for row in rows if row['encoding'] == encoding) for _, rows in tables]
+            for encoding in common}
+  if common:
+    ordered = sorted(common, key=lambda encoding: (sum(row['rank'] for row in ranked[encoding]), encoding))
+    ranks = {encoding: ', '.join(f"{row['rank']}{'*' if row['n'] < 2 else ''}" for row in ranked[encoding])
+             for encoding in ordered}
+    lines.append(f"- **In all {len(tables)} tables** (rank in tables 1-{len(tables)}, of "
+                 f"{', '.join(str(len(rows)) for _, rows in tables)} encodings; * one seed): "
+                 + '; '.join(f'{encoding} {ranks[encoding]}' for encoding in ordered) + '.')
+  return lines
+
+
+def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str) -> str:
+  """The summary block: what it is, the verdicts, the figure's link, then the tables. Links are relative to
+  the file it goes into, `link_prefix` being the path from there to results/."""
+  lines = ['## Summary', '',
+           f'Generated by `python -m lra_posenc.report` from the committed run files under '
+           f'[`results/`]({link_prefix or "./"}); do not edit by hand. Mean ± sample std over seeds (n), ranked by '
+           f'mean; Δ: difference of means from the reference encoding. Welch p: t-test over seeds, unequal '
+           f'variances. Bootstrap p: paired over the test sentences (1000 resamples, sacreBLEU\'s seed), each '
+           f'side\'s seeds that recorded bleu_statistics.json pooled. p < 0.05 reads "significant at 5%", '
+           f'anything else "not established" (uncorrected for the many comparisons). Ended: by patience '
+           f'(validation stopped improving) or at the step budget. Figure: '
+           f'[{FIGURE_FILE}]({link_prefix}{FIGURE_FILE}).', '']
+  lines += verdicts(tables) + ['']
+  for number, (table, rows) in enumerate(tables, 1):
+    lines += markdown_table(number, table, rows, link_prefix) + ['']
+  return '\n'.join(lines[:-1]) + '\n'
+
+
+def plot(tables: Sequence[tuple[dict, list[dict]]], path: str) -> None:
+  """One panel per table: each encoding's mean with its std as error bars, best first, the reference's mean
+  dashed."""
+  columns = 2
+  figure, axes = plt.subplots((len(tables) + columns - 1) // columns, columns, figsize=(12, 4.5 * (
+      (len(tables) + columns - 1) // columns)), squeeze=False)
+  for panel, (number, (table, rows)) in zip(axes.flat, enumerate(tables, 1)):
+    stats = [row['stats'][table['metric']] for row in rows]
+    positions = np.arange(len(rows))
+    panel.errorbar(positions, [s['mean'] for s in stats], yerr=[s['std'] or 0.0 for s in stats], fmt='o',
+                   capsize=4)
+    reference = next(s['mean'] for row, s in zip(rows, stats) if row['encoding'] == table['reference'])
+    panel.axhline(reference, color='grey', linestyle='--', linewidth=1, label=f"{table['reference']} (reference)")
+    panel.set_xticks(positions, [f"{row['encoding']} (n={row['n']})" for row in rows], rotation=35, ha='right',
+                     fontsize='small')
+    panel.set(title=f"{number}. {table['title']}".replace('`', ''), ylabel=table['axis'])
+    panel.grid(alpha=0.3)
+    panel.legend(fontsize='small')
+  for panel in list(axes.flat)[len(tables):]:
+    panel.set_visible(False)
+  figure.suptitle('Mean over seeds, error bars: sample std (none where n=1)')
+  figure.tight_layout()
+  figure.savefig(path, dpi=100, metadata={'Software': None})
+  plt.close(figure)
+
+
+def with_block(text: str, block: str) -> str:
+  """`text` (RESULTS.md) with `block` between the summary markers, the markers and block inserted after its
+  first paragraph below the first heading where it has none."""
+  wrapped = f'{SUMMARY_START}\n{block}{SUMMARY_END}\n'
+  if SUMMARY_START in text:
+    before, _, rest = text.partition(SUMMARY_START)
+    _, found, after = rest.partition(SUMMARY_END + '\n')
+    if not found:
+      raise ValueError(f'{SUMMARY_START} without a following {SUMMARY_END} line')
+    return before + wrapped + after
+  lines = text.splitlines(keepends=True)
+  index = next(i for i, line in enumerate(lines) if line.startswith('# ')) + 1
+  while index < len(lines) and not lines[index].strip():
+    index += 1
+  while index < len(lines) and lines[index].strip():
+    index += 1
+  return ''.join(lines[:index]) + '\n' + wrapped + ''.join(lines[index:])
+
+
+def _number(text: str) -> float | None:
+  return float(text) if text else None
+
+
+def _read_if_present(path: str) -> dict:
+  return read_json(path) if os.path.exists(path) else {}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--results_dir', default='results', help='The committed results tree.')
+  parser.add_argument('--results_md', default='RESULTS.md', help='The file whose summary block is replaced.')
+  parser.add_argument('--update_results_md', action=argparse.BooleanOptionalAction, default=True,
+                      help='Replace (or insert) the summary block of --results_md.')
+  args = parser.parse_args(argv)
+  tables = summary_tables(args.results_dir, TABLES)
+  summary = summary_markdown(tables, '')
+  with open(os.path.join(args.results_dir, SUMMARY_FILE), 'w') as f:
+    f.write(summary)
+  plot(tables, os.path.join(args.results_dir, FIGURE_FILE))
+  if args.update_results_md:
+    prefix = os.path.relpath(args.results_dir, os.path.dirname(os.path.abspath(args.results_md))) + '/'
+    with open(args.results_md) as f:
+      text = f.read()
+    with open(args.results_md, 'w') as f:
+      f.write(with_block(text, summary_markdown(tables, prefix)))
+  print(summary, end='')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,171 @@
+"""The results summary: the committed one is what the committed run files give, and its figures are right on a
+small results tree whose numbers are known."""
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from lra_posenc import report
+from lra_posenc.config_files import load_config
+from lra_posenc.translation import bleu
+from lra_posenc.translation.settings import read_data
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STALE = 'the committed summary differs from the run files under results/: run `python -m lra_posenc.report`'
+
+
+def test_committed_summary_is_what_the_run_files_give():
+  tables = report.summary_tables(os.path.join(ROOT, 'results'))
+  with open(os.path.join(ROOT, 'results', report.SUMMARY_FILE)) as f:
+    assert f.read() == report.summary_markdown(tables, ''), STALE
+  with open(os.path.join(ROOT, 'RESULTS.md')) as f:
+    text = f.read()
+  assert report.SUMMARY_START in text, STALE
+  block = report.summary_markdown(tables, 'results/')
+  assert report.with_block(text, block) == text, STALE
+  assert len(block.splitlines()) <= 60  # One screen.
+
+
+def write_run(run_dir, *, test_sets, reason='patience', length_scores=None, config=None):
+  """A finished run as training leaves it, with only the files and fields the report reads."""
+  os.makedirs(run_dir)
+  results = {'test_sets': test_sets, 'validation': {'accuracy': 0.5}, 'best_step': 100, 'step': 300}
+  if reason:
+    results['training_ended'] = {'reason': reason, 'step': 300}
+  with open(os.path.join(run_dir, 'results.json'), 'w') as f:
+    json.dump(results, f)
+  if length_scores:
+    with open(os.path.join(run_dir, 'length_scores.json'), 'w') as f:
+      json.dump(length_scores, f)
+  if config:
+    with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+      json.dump(config.to_dict(), f)
+
+
+ACCURACIES = {'sinusoidal': [0.40, 0.42, 0.47], 'rope': [0.50, 0.53, 0.51], 'alibi': [0.45]}
+REASONS = {'sinusoidal': ['patience', 'num_train_steps', 'patience'], 'rope': ['patience'] * 3,
+           'alibi': ['num_train_steps']}
+LISTOPS_TABLE = {'title': 'Toy ListOps', 'task': 'listops', 'setting': 'toy setting', 'sources': ('toy/runs',),
+                 'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'accuracy'),),
+                 'digits': 3, 'reference': 'sinusoidal', 'baseline': None, 'statistics': None}
+
+
+@pytest.fixture
+def listops_tree(tmp_path):
+  """TMP/results/toy/runs: ACCURACIES, ended for REASONS, and a run started but never finished."""
+  runs = tmp_path / 'results' / 'toy' / 'runs'
+  for encoding, accuracies in ACCURACIES.items():
+    for seed, (accuracy, reason) in enumerate(zip(accuracies, REASONS[encoding])):
+      write_run(str(runs / encoding / f'seed_{seed}'), test_sets={'test': {'accuracy': accuracy}}, reason=reason)
+  os.makedirs(runs / 'alibi' / 'seed_1')  # No results.json.
+  return str(tmp_path / 'results')
+
+
+def test_rows_give_mean_std_rank_ending_and_welch_against_the_reference(listops_tree):
+  rows = {row['encoding']: row for row in report.table_rows(LISTOPS_TABLE, listops_tree)}
+  assert [rows[e]['rank'] for e in ('rope', 'alibi', 'sinusoidal')] == [1, 2, 3]
+  for encoding, accuracies in ACCURACIES.items():
+    stats = rows[encoding]['stats']['test accuracy']
+    assert rows[encoding]['n'] == len(accuracies)
+    assert stats['mean'] == pytest.approx(np.mean(accuracies))
+    assert stats['std'] == (pytest.approx(np.std(accuracies, ddof=1)) if len(accuracies) > 1 else None)
+  assert rows['rope']['delta'] == pytest.approx(np.mean(ACCURACIES['rope']) - np.mean(ACCURACIES['sinusoidal']))
+  assert rows['rope']['welch_p'] == pytest.approx(
+      scipy.stats.ttest_ind(ACCURACIES['rope'], ACCURACIES['sinusoidal'], equal_var=False).pvalue)
+  assert rows['alibi']['welch_p'] is None  # One seed.
+  assert rows['sinusoidal']['delta'] is None and rows['sinusoidal']['welch_p'] is None
+  assert rows['sinusoidal']['ended'] == '2 patience, 1 budget'
+  assert rows['rope']['ended'] == '3 patience'
+  assert rows['alibi']['ended'] == '1 budget'
+
+
+def test_table_and_verdicts_state_the_figures(listops_tree):
+  table = report.markdown_table(1, LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree), 'results/')
+  assert table[0].startswith('#### 1. Toy ListOps: toy setting') and '[toy/runs](results/toy/runs)' in table[0]
+  rope_mean, rope_std = np.mean(ACCURACIES['rope']), np.std(ACCURACIES['rope'], ddof=1)
+  welch = scipy.stats.ttest_ind(ACCURACIES['rope'], ACCURACIES['sinusoidal'], equal_var=False).pvalue
+  delta = rope_mean - np.mean(ACCURACIES['sinusoidal'])
+  assert table[3] == f'| rope | 3 | {rope_mean:.3f} ± {rope_std:.3f} | 1 | 3 patience | +{delta:.3f} | {welch:.3f} |'
+  assert table[4] == f"| alibi | 1 | 0.450 | 2 | 1 budget | {0.45 - np.mean(ACCURACIES['sinusoidal']):+.3f} | n/a |"
+  assert table[5].startswith('| sinusoidal | 3 |') and table[5].endswith('| 3 | 2 patience, 1 budget | reference | - |')
+  verdict, = report.verdicts([(LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree))])[:1]
+  assert f'rope leads, {rope_mean:.3f} ± {rope_std:.3f} (n=3), +{delta:.3f} against sinusoidal' in verdict
+  assert f'Welch p = {welch:.3f}: ' + ('significant at 5%' if welch < 0.05 else 'not established') in verdict
+
+
+def test_length_scores_and_runs_csv_are_read(tmp_path):
+  length_set = 'listops [64, 128] 10'
+  for encoding, scores in {'sinusoidal': [0.2, 0.3], 'rope': [0.1, 0.12]}.items():
+    for seed, score in enumerate(scores):
+      write_run(str(tmp_path / 'lengths' / encoding / f'seed_{seed}'), test_sets={'test': {'accuracy': 0.5}},
+                length_scores={length_set: {'64-127': {'score': score, 'majority': 0.25, 'examples': 10}}})
+  write_run(str(tmp_path / 'lengths' / 'alibi' / 'seed_0'), test_sets={'test': {'accuracy': 0.5}})  # Not scored.
+  table = LISTOPS_TABLE | {'sources': ('lengths',), 'metric': f'{length_set} 64-127',
+                           'columns': ((f'{length_set} 64-127', '64-127'),),
+                           'baseline': (f'{length_set} 64-127 majority', 'majority class')}
+  rows = report.table_rows(table, str(tmp_path))
+  assert [(row['encoding'], row['n']) for row in rows] == [('sinusoidal', 2), ('rope', 2)]
+  assert rows[1]['stats'][f'{length_set} 64-127']['mean'] == pytest.approx(0.11)
+  assert 'majority class 0.250' in report.markdown_table(2, table, rows, '')[0]
+
+  os.makedirs(tmp_path / 'csv_study')
+  with open(tmp_path / 'csv_study' / 'runs.csv', 'w') as f:
+    f.write('variant,seed,test accuracy,best step\nsinusoidal,0,0.4,100\nsinusoidal,1,0.5,100\nnone,0,0.2,100\n')
+  rows = report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+  assert [(row['encoding'], row['n'], row['ended']) for row in rows] == [
+      ('sinusoidal', 2, '2 not recorded'), ('none', 1, '1 not recorded')]
+  assert rows[0]['stats']['test accuracy']['mean'] == pytest.approx(0.45)
+
+
+def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
+  references = [f'ein Hund {i} läuft schnell über die grüne Wiese im Park .' for i in range(30)]
+  worse = [f'eine Katze {i} schläft .' for i in range(30)]
+  config = load_config(os.path.join(ROOT, 'configs', 'translation', 'multi30k.py'), 'tiny')
+  config.data.data_dir = str(tmp_path / 'multi30k')
+  data = read_data(config.data)
+  runs = {('sinusoidal', 0): references, ('sinusoidal', 1): references, ('rope', 0): references,
+          ('none', 0): worse, ('none', 1): worse, ('alibi', 0): None}
+  for (encoding, seed), hypotheses in runs.items():
+    run_dir = str(tmp_path / 'toy' / encoding / f'seed_{seed}')
+    score = (90.0 if hypotheses is references else 10.0) + seed
+    write_run(run_dir, test_sets={'test_2016_flickr': {'bleu': score, 'tokenized_bleu': score}},
+              reason='num_train_steps', config=config)
+    if hypotheses:
+      bleu.record_statistics(run_dir, 'best', 'test_2016_flickr', hypotheses, references, data)
+  table = {'title': 'Toy Multi30k', 'task': 'translation', 'setting': 'toy', 'sources': ('toy',),
+           'metric': 'test_2016_flickr bleu', 'axis': 'BLEU', 'columns': (('test_2016_flickr bleu', 'BLEU'),),
+           'digits': 2, 'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')}
+  rows = {row['encoding']: row for row in report.table_rows(table, str(tmp_path))}
+  assert rows['rope']['bootstrap_p'] == 1.0 and rows['rope']['bootstrap_seeds'] == [0]  # The same translations.
+  assert rows['none']['bootstrap_p'] == pytest.approx(1 / 1001) and rows['none']['bootstrap_seeds'] == [0, 1]
+  assert rows['alibi']['bootstrap_p'] is None  # Recorded no statistics.
+  lines = report.markdown_table(4, table, list(rows.values()), '')
+  assert "sinusoidal's seeds 0, 1" in lines[0]
+  assert any(line.startswith('| none |') and line.endswith('| 0.001 (0, 1) |') for line in lines)
+  assert any(line.startswith('| alibi |') and line.endswith('| n/a | n/a |') for line in lines)
+
+
+def test_results_md_block_is_inserted_once_then_replaced():
+  text = '# Results\n\nThe intro,\non two lines.\n\nMore.\n\n## A study\n'
+  inserted = report.with_block(text, 'first\n')
+  assert inserted == ('# Results\n\nThe intro,\non two lines.\n\n<!-- summary:start -->\nfirst\n'
+                      '<!-- summary:end -->\n\nMore.\n\n## A study\n')
+  assert report.with_block(inserted, 'second\n') == inserted.replace('first', 'second')
+
+
+def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch):
+  monkeypatch.setattr(report, 'TABLES', (LISTOPS_TABLE,))
+  results_md = os.path.join(os.path.dirname(listops_tree), 'RESULTS.md')
+  with open(results_md, 'w') as f:
+    f.write('# Results\n\nIntro.\n')
+  report.main([f'--results_dir={listops_tree}', f'--results_md={results_md}'])
+  with open(os.path.join(listops_tree, report.SUMMARY_FILE)) as f:
+    summary = f.read()
+  assert '| rope | 3 |' in summary and '[toy/runs](toy/runs)' in summary
+  with open(results_md) as f:
+    text = f.read()
+  assert text.startswith('# Results\n\nIntro.\n\n<!-- summary:start -->\n## Summary\n')
+  assert '[toy/runs](results/toy/runs)' in text and text.endswith('<!-- summary:end -->\n')
+  assert os.path.getsize(os.path.join(listops_tree, report.FIGURE_FILE)) > 0
