@@ -99,5 +99,5 @@ def default_terms(encoding: str) -> AttentionTerms:
 def acts_in_attention(encoding: str) -> bool:
   """Whether `encoding` contributes attention terms (rotations, biases, a content term), not only an additive
   input."""
-  return any(term is not None for term in jax.tree.leaves(
-      default_terms(encoding), is_leaf=lambda x: x is None or isinstance(x, jax.ShapeDtypeStruct)))
+  terms = default_terms(encoding)
+  return any(getattr(terms, field.name) is not None for field in dataclasses.fields(terms))
