@@ -14,7 +14,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
-from lra_posenc.listops import input_pipeline, train  # noqa: E402
+from lra_posenc.listops import input_pipeline  # noqa: E402
+from lra_posenc.listops import settings as listops_settings  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 from lra_posenc.training.config_checks import task_of  # noqa: E402
 
@@ -156,7 +157,7 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
   if not tokens or unknown:
     raise ValueError(f'--expression: {unknown or "no tokens"}; ListOps tokens are {input_pipeline.VOCAB[1:]}')
   ids = jnp.asarray([[input_pipeline.TOKEN_IDS[t] for t in tokens]], jnp.int32)
-  logits, state = train.create_model(config).apply({'params': params}, ids, train=False, mutable=['intermediates'])
+  logits, state = listops_settings.create_model(config).apply({'params': params}, ids, train=False, mutable=['intermediates'])
   encoder = state['intermediates']['encoder']
   layers = [np.asarray(encoder[f'block_{i}']['MultiHeadAttention_0']['attention_weights'][0])[0]
             for i in range(config.model.num_layers)]

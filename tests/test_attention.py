@@ -16,6 +16,7 @@ from lra_posenc import encodings
 from lra_posenc.models import attention
 from lra_posenc.models.transformer import attention_paths, transformer_config
 from lra_posenc.listops import train as listops_train
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.translation import train as translation_train
 from lra_posenc.translation.translator import create_translator
 from configs.listops import lra
@@ -180,7 +181,7 @@ def test_xla_is_taken_when_asked_even_where_cudnn_could_serve():
 @pytest.mark.skipif(jax.default_backend() != 'cpu', reason='states what a CPU takes')
 def test_auto_on_this_cpu_takes_xla_and_says_why():
   config = lra.get_config('cpu')
-  model = listops_train.create_model(config)
+  model = listops_settings.create_model(config)
   paths = attention_paths(model.config, model.attention_calls(config.data.max_length))
   assert paths == {'encoder self-attention': attention.AttentionPath(
       'xla', 'cuDNN fused attention needs an NVIDIA GPU; the device is cpu (cpu)')}

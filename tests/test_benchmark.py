@@ -16,6 +16,7 @@ from configs.translation import multi30k
 from conftest import tiny_config
 from lra_posenc import benchmarking, encodings
 from lra_posenc.listops import train as listops_train
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models import flops
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.translation import train as translation_train
@@ -83,7 +84,7 @@ def small_translation_config(**model):
 @pytest.mark.parametrize('pooling,pos_encoding', [('cls', 'none'), ('mean', 't5'), ('cls', 'rope')])
 def test_classifier_flops_match_the_traced_matrix_products(pooling, pos_encoding):
   config = small_listops_config(pooling=pooling, pos_encoding=pos_encoding)
-  model = listops_train.create_model(config)
+  model = listops_settings.create_model(config)
   tokens = np.ones((3, 16), np.int32)
   params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
   forward = lambda p, t: model.apply({'params': p}, t, train=False)
@@ -115,7 +116,7 @@ def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
   content-position logits. Every other encoding adds none."""
   counts = {name: listops_train.benchmark_workload(small_listops_config(pos_encoding=name)).forward_flops
             for name in encodings.REGISTRY}
-  model = listops_train.create_model(small_listops_config())
+  model = listops_settings.create_model(small_listops_config())
   none = counts['none']
   assert none == flops.ForwardFlops(per_example=classifier_flops(model.config, 16 + 1, 24, 10), per_call=0)
   assert {name for name, count in counts.items() if count.per_call} == {'fire', 'dynamic_bias', 'transformer_xl'}

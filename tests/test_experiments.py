@@ -20,8 +20,9 @@ from lra_posenc import diagnostics as encoding_diagnostics
 from lra_posenc import encodings, sweeps
 from lra_posenc import length_generalisation as length_study
 from lra_posenc.data import listops
-from lra_posenc.listops import train
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models.attention import attend, attention_weights
+from lra_posenc.models.classifier import PLACEMENTS
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.translation import settings as translation_settings
@@ -335,9 +336,9 @@ def test_after_encoder_placement_leaves_cls_blind_to_order(encoding):
   tokens = jnp.asarray([[3, 5, 7, 9, 11, 2, 0, 0]])
   permuted = tokens[:, jnp.asarray([4, 2, 0, 3, 1, 5, 6, 7])]
   outputs = {}
-  for placement in train.PLACEMENTS:
+  for placement in PLACEMENTS:
     config.model.pos_encoding_placement = placement
-    model = train.create_model(config)
+    model = listops_settings.create_model(config)
     params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
     outputs[placement] = [model.apply({'params': params}, t, train=False) for t in (tokens, permuted)]
   np.testing.assert_allclose(*outputs['after_encoder'], atol=1e-5)
@@ -349,10 +350,10 @@ def test_after_encoder_placement_needs_an_additive_encoding():
   config.model.update(pos_encoding='rope', pos_encoding_placement='after_encoder')
   with pytest.raises(ValueError, match=r"model.pos_encoding_placement='after_encoder' needs an additive encoding "
                                        r"\(\['none', 'chebyshev', 'learned', 'legendre', 'sinusoidal'\]\)"):
-    train.create_model(config)
+    listops_settings.create_model(config)
   config.model.pos_encoding_placement = 'output'
   with pytest.raises(ValueError, match='model.pos_encoding_placement'):
-    train.create_model(config)
+    listops_settings.create_model(config)
 
 
 def test_metric_history_keeps_the_last_record_per_step_and_survives_a_cut_line(tmp_path):
@@ -446,7 +447,7 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
 @pytest.mark.parametrize('variant', lra.VARIANTS)
 def test_every_listops_config_variant_is_valid(variant):
   config = lra.get_config(variant)
-  train.create_model(config)
+  listops_settings.create_model(config)
   options = listops.GeneratorOptions.from_spec(config.data.generator)
   assert options.shorter_than <= config.data.max_length + 1  # Every generated expression fits.
   assert config.data.num_classes == options.label_modulus
@@ -465,7 +466,7 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
     assert task_of(config) == expected == task_of(upgrade_old_config(config)), path
     upgraded = ml_collections.ConfigDict(upgrade_old_config(config))
     if expected == 'listops':  # Evaluation, length scores and diagnostics rebuild the model from it.
-      train.create_model(upgraded)
+      listops_settings.create_model(upgraded)
     else:  # Translation, decoding grids and length scores read its data, model and decoding.
       translation_settings.read_data(upgraded.data)
       translation_settings.read_model(upgraded)
@@ -479,7 +480,7 @@ def test_randomized_positions_cover_every_input_position_and_set_the_encodings_r
   config.model.randomized_positions = 64
   with pytest.raises(ValueError, match=r'model.randomized_positions=64 must be 0 \(off\) or at least the 65 '
                                        r'positions of an input \(data.max_length 64 and the CLS token\)'):
-    train.create_model(config)
+    listops_settings.create_model(config)
   config.model.update(randomized_positions=300, pos_encoding='learned')
-  model = train.create_model(config)
+  model = listops_settings.create_model(config)
   assert model.config.max_len == 300 and model.randomized_positions == 300

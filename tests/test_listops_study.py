@@ -13,6 +13,7 @@ from conftest import TESTS_DIR, run_listops, tiny_config
 from lra_posenc.data import listops as generator
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import augment, evaluate, input_pipeline, train
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.listops.input_pipeline import VOCAB
 
 AUGMENT_ALL = dict(shuffle_arguments=1.0, contract_subtrees=0.5)
@@ -107,7 +108,7 @@ def test_given_data_keeps_its_own_labels_whatever_the_generator_would_write():
   config = lra.get_config('cpu')
   config.data.update(data_dir='/nonexistent/never/read', num_classes=2)
   assert config.data.generator.label_modulus == 10
-  assert train.create_model(config).num_classes == 2
+  assert listops_settings.create_model(config).num_classes == 2
 
 
 @pytest.mark.parametrize('key, value', [('shuffle_arguments', 1.5), ('contract_subtrees', -0.1)])

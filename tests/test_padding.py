@@ -8,7 +8,8 @@ import pytest
 
 from configs.listops import lra
 from lra_posenc import encodings
-from lra_posenc.listops import input_pipeline, train
+from lra_posenc.listops import input_pipeline
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models import attention
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.models.transformer import attention_paths
@@ -27,7 +28,7 @@ def classifier(encoding: str, **model) -> TransformerClassifier:
   config.data.max_length = MAX_LENGTH
   config.model.update(emb_dim=16, qkv_dim=16, mlp_dim=32, classifier_dim=16, num_heads=2, num_layers=2,
                       pos_encoding=encoding, **model)
-  return train.create_model(config)
+  return listops_settings.create_model(config)
 
 
 def batch() -> tuple[jax.Array, jax.Array]:
@@ -112,7 +113,7 @@ def test_the_padded_encoder_attends_over_the_padded_length_and_never_to_the_padd
 def test_the_fused_variant_pads_lra_listops_to_2048_positions_which_cudnn_can_train(monkeypatch, encoding):
   config = lra.get_config('fused')
   config.model.pos_encoding = encoding
-  model = train.create_model(config)
+  model = listops_settings.create_model(config)
   tokens = jnp.ones((2, config.data.max_length), jnp.int32)
   params = jax.eval_shape(lambda: model.init({'params': jax.random.key(0)}, tokens, train=False)['params'])
   calls, choose_path = [], attention.choose_path

@@ -17,6 +17,7 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 
 from configs.listops import lra
 from lra_posenc.listops import train
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.training import provenance, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.evaluation import evaluate
@@ -113,7 +114,7 @@ def test_lra_standard_config_validates_and_runs_a_forward_pass():
   read_trainer_settings(config, 'listops')
   with pytest.raises(ValueError, match=r"config.task='listops', but this program trains 'translation'"):
     read_trainer_settings(config, 'translation')
-  model = train.create_model(config)
+  model = listops_settings.create_model(config)
   shape = (model.config.num_layers, model.config.emb_dim, model.config.num_heads, model.config.mlp_dim)
   assert shape == (4, 512, 8, 1024)
   assert model.config.max_len == 2001  # 2000 tokens and the CLS position.
@@ -123,7 +124,7 @@ def test_lra_standard_config_validates_and_runs_a_forward_pass():
 
 
 def test_a_sequence_without_its_batch_axis_is_named_at_the_model_boundary():
-  model = train.create_model(lra.get_config('cpu'))
+  model = listops_settings.create_model(lra.get_config('cpu'))
   with pytest.raises(AssertionError, match=r'rank 1 \(shape \(64,\)\) but expected 2'):
     model.init(jax.random.PRNGKey(0), np.ones(64, np.int32), train=False)
   with pytest.raises(AssertionError, match='assert_type'):
@@ -142,11 +143,11 @@ def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters(pos_encodi
   config = lra.get_config('cpu')
   config.model.update(pos_encoding=pos_encoding, attention_dropout_rate=0.1)
   tokens = np.random.default_rng(0).integers(1, 16, (2, 64)).astype(np.int32)
-  params = train.create_model(config).init(jax.random.PRNGKey(0), tokens, train=False)['params']
+  params = listops_settings.create_model(config).init(jax.random.PRNGKey(0), tokens, train=False)['params']
   logits = {}
   for dtype in ('float32', 'bfloat16'):
     config.model.dtype = dtype
-    model = train.create_model(config)
+    model = listops_settings.create_model(config)
     assert all(p.dtype == np.float32 for p in jax.tree.leaves(model.init(jax.random.PRNGKey(0), tokens,
                                                                         train=False)))
     logits[dtype] = model.apply({'params': params}, tokens, train=False)

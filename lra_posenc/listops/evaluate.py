@@ -19,7 +19,8 @@ import numpy as np
 from absl import flags
 
 from lra_posenc.listops import input_pipeline
-from lra_posenc.listops.train import create_model, example_outcomes
+from lra_posenc.listops.settings import create_model
+from lra_posenc.listops.train import example_outcomes
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli

@@ -9,7 +9,7 @@ import numpy as np
 
 from lra_posenc import encodings
 from lra_posenc.data import listops as generator
-from lra_posenc.listops import input_pipeline, train
+from lra_posenc.listops import input_pipeline, settings, train
 from lra_posenc.listops.evaluate import evaluate_file, example_scores
 from lra_posenc.sweeps import bucket_label
 from lra_posenc.training.checkpointing import read_config, restore_best
@@ -31,7 +31,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   own generator (and its own test split first): accuracy of the best checkpoint (None if the encoding cannot reach
   it) and the majority class."""
   config, params, _ = restore_best(workdir)
-  model = train.create_model(config)
+  model = settings.create_model(config)
   test_dir = train.data_directory(config.data.data_dir, workdir)
   sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
   for low, high in zip(bounds[:-1], bounds[1:]):

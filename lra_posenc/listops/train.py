@@ -6,7 +6,6 @@ With `data.data_dir` empty, a ListOps set is generated into WORKDIR/data first (
 `data.generator`); otherwise the directory must hold basic_{train,val,test}.tsv, ours
 or LRA's release. Re-running the command on the same workdir resumes.
 """
-import dataclasses
 import functools
 import os
 
@@ -16,101 +15,16 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from lra_posenc import benchmarking, encodings
+from lra_posenc import benchmarking
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
+from lra_posenc.listops.settings import DataSettings, create_model, read_settings
 from lra_posenc.models import flops
-from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import CONFIG_KEYS, attention_paths, transformer_config
+from lra_posenc.models.classifier import TransformerClassifier
+from lra_posenc.models.transformer import attention_paths
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
-from lra_posenc.training.config_checks import check_keys
-from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.training.task import Params, Task
-from lra_posenc.validation import check_positive, check_section_choice
-
-DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
-GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
-    f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions',
-                            'length_multiple')
-SELECTION_METRICS = ('accuracy',)
-
-
-@dataclasses.dataclass(frozen=True)
-class DataSettings:
-  """`config.data`, checked: where the files are (empty: generated into WORKDIR/data from `generator`, a
-  `data.listops.write_unless_present` spec), the longest input kept, the classes, what an invalid row does
-  (input_pipeline.INVALID_ROW_POLICIES) and the training batches' augmentation."""
-  data_dir: str
-  max_length: int
-  num_classes: int
-  on_invalid: str
-  generator: dict
-  augment: augment.AugmentSettings
-
-
-@dataclasses.dataclass(frozen=True)
-class ListOpsSettings:
-  """A ListOps config, read and checked once: the trainer's sections, the data, and the model."""
-  trainer: TrainerSettings
-  data: DataSettings
-  model: TransformerClassifier
-
-
-def read_settings(config: ml_collections.ConfigDict) -> ListOpsSettings:
-  """Checks every section before any data is made or read; raises ValueError naming the bad key."""
-  trainer = read_trainer_settings(config, 'listops')
-  check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
-  data = read_data(config.data)
-  return ListOpsSettings(trainer=trainer, data=data, model=read_model(config.model, data))
-
-
-def read_data(data: ml_collections.ConfigDict) -> DataSettings:
-  check_keys(data, 'data', DATA_KEYS)
-  check_keys(data.generator, 'data.generator', GENERATOR_KEYS)
-  check_keys(data.augment, 'data.augment', augment.KEYS)
-  check_positive(data, 'data', 'max_length', 'num_classes')
-  check_section_choice(data, 'data', 'on_invalid', input_pipeline.INVALID_ROW_POLICIES)
-  try:
-    options = generator.GeneratorOptions.from_spec(data.generator)
-  except ValueError as error:
-    raise ValueError(f'data.generator: {error}') from None
-  if not data.data_dir and options.label_modulus > data.num_classes:
-    raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels '
-                     f'0..{options.label_modulus - 1}, more than data.num_classes={data.num_classes}')
-  return DataSettings(data_dir=data.data_dir, max_length=data.max_length, num_classes=data.num_classes,
-                      on_invalid=data.on_invalid, generator=data.generator.to_dict(),
-                      augment=augment.AugmentSettings(**data.augment.to_dict()))
-
-
-def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> TransformerClassifier:
-  """The classifier `config.model` describes for `data`'s inputs."""
-  check_keys(model, 'model', MODEL_KEYS)
-  check_positive(model, 'model', 'classifier_dim', 'length_multiple')
-  check_section_choice(model, 'model', 'pooling', POOLINGS)
-  check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)
-  positions = data.max_length + (model.pooling == 'cls')
-  if model.randomized_positions and model.randomized_positions < positions:
-    raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least the '
-                     f'{positions} positions of an input (data.max_length {data.max_length}'
-                     f'{" and the CLS token" if model.pooling == "cls" else ""})')
-  transformer = transformer_config(model, max_len=max(positions, model.randomized_positions))
-  if model.pos_encoding_placement != 'input' and encodings.acts_in_attention(model.pos_encoding):
-    additive = [name for name in encodings.REGISTRY if not encodings.acts_in_attention(name)]
-    raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
-                     f'({additive}); model.pos_encoding={model.pos_encoding!r} acts inside attention')
-  return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB), num_classes=data.num_classes,
-                               pooling=model.pooling, classifier_dim=model.classifier_dim,
-                               pos_encoding_placement=model.pos_encoding_placement,
-                               randomized_positions=model.randomized_positions,
-                               length_multiple=model.length_multiple)
-
-
-def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
-  """The classifier a ListOps config describes (a trained run's config.json, say), its data and model checked."""
-  return read_model(config.model, read_data(config.data))
-
 
 def classification_metrics(model: TransformerClassifier, params: Params, batch: Batch, rng: jax.Array | None
                            ) -> dict[str, jax.Array]:

@@ -20,7 +20,8 @@ def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_pe
   config = check_translation_workdir(workdir)
   params, steps = checkpoint_params(workdir, checkpoint)
   data = read_data(config.data)
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
+                                                 lowercase=data.tokenizer.lowercase)
   text = translation_train.read_text(data, split)
   rows = []
   for beam_size, length_penalty in settings(beam_sizes, length_penalties):

@@ -54,7 +54,8 @@ def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: s
     config.decoding.beam_size = beam_size
   if length_penalty is not None:
     config.decoding.length_penalty = length_penalty
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, read_data(config.data).tokenizer)
+  tokenizer = read_data(config.data).tokenizer
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
   return create_translator(config, tokenizers).translate(params, sentences)
 
 
