@@ -4,8 +4,7 @@ PoPE setting (base Transformer: 6+6 layers, d 512, 8 heads, ff 2048, dropout 0.1
 smoothing 0.1, warmup + inverse square root, 10k steps):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py \\
         --workdir=runs/multi30k --config.data.data_dir=DATA/multi30k
-CPU variant (3+3 layers, d 256, 2000 steps; 35 min on 2 CPU cores shared with other jobs,
-sacreBLEU on test_2016_flickr 28.8 with sinusoidal, 26.9 with legendre; see RESULTS.md):
+CPU variant (3+3 layers, d 256, 2000 steps; about 35 min on 2 CPU cores; no committed runs):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
         --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
 Sweep variant (2+2 layers, d 128, 1500 steps: the CPU-sized comparison of scripts/sweep.py, RESULTS.md):
@@ -106,7 +105,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.loss = ml_collections.ConfigDict()
   config.loss.label_smoothing = 0.1
   # Tokens whose logits the output layer and loss form at a time (translation/loss.py). 0: automatic,
-  # 128 on a CPU (the fastest of 64, 128 and 256 on 2 cores, RESULTS.md) and the whole batch in one chunk on
+  # 128 on a CPU (the fastest of 64, 128 and 256 on 2 cores, PERFORMANCE.md) and the whole batch in one chunk on
   # a GPU or TPU, where a loop of small chunks would drain the device's queue. It changes the speed, not the loss.
   config.loss.chunk_tokens = 0
 

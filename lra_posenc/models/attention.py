@@ -20,7 +20,7 @@ def broadcast_over_batch(bias: Array, batch_size: int) -> Array:
   A bias shared by every example (T5's) has as gradient the batch sum of the logits'
   gradient, in every layer. XLA:CPU sums the leading axis of a [4, 8, 2001, 2001] array in
   0.72 s but multiplies it by a vector of ones in 0.09 s; with the plain sum T5 cost 42%
-  more per step than no encoding at the LRA shape (RESULTS.md, Performance). The forward
+  more per step than no encoding at the LRA shape (PERFORMANCE.md). The forward
   broadcast fuses into the logits' sum.
   """
   return jnp.broadcast_to(bias, (batch_size,) + bias.shape[1:])

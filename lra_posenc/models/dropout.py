@@ -1,7 +1,7 @@
 """Dropout drawn from 16 random bits per element: half the random-number work of 32-bit draws.
 
 On XLA:CPU the random bits of the dropout masks took about a quarter of a translation train
-step (RESULTS.md, Performance); each 32-bit word here serves two elements. The keep
+step (PERFORMANCE.md); each 32-bit word here serves two elements. The keep
 probability is rounded to a multiple of 2^-16 (rate 0.1 keeps with probability 58982 / 65536,
 0.1000061 dropped) and kept elements are scaled by its inverse in float32, so every element's
 expectation is its input, as with flax's `nn.Dropout`.
@@ -38,7 +38,7 @@ def dropout(x: Array, rate: float, rng: Array) -> Array:
     return jnp.zeros_like(x)
   words = jax.random.bits(rng, (-(-x.size // 2),), jnp.uint32)
   # Element 2i draws the high half of word i, element 2i + 1 the low half. The two halves' keep decisions
-  # are interleaved as booleans, a quarter of the bytes the draws would take (RESULTS.md, Performance).
+  # are interleaved as booleans, a quarter of the bytes the draws would take (PERFORMANCE.md).
   below = lambda draws: draws < jnp.uint32(threshold)
   keep = jnp.stack([below(words >> 16), below(words & (_LEVELS - 1))], axis=-1).reshape(-1)[:x.size].reshape(x.shape)
   kept = (x.astype(jnp.float32) * (_LEVELS / threshold)).astype(x.dtype)

@@ -40,7 +40,7 @@ def device_batches(host_batches: Iterable[Batch], size: int) -> Iterator[Batch]:
   """Host batches split over the local devices (`shard`) and put there `size` ahead, placed as `replicate`.
 
   On a CPU they stay NumPy arrays, which the pmapped step takes in 20 us where `jax.device_put` costs 150 us
-  of a host thread that the step's own threads compete with (the pipeline gap of RESULTS.md, Performance).
+  of a host thread that the step's own threads compete with (the pipeline gap of PERFORMANCE.md).
   """
   if jax.default_backend() == 'cpu':
     yield from map(shard, host_batches)

@@ -36,7 +36,7 @@ def create_state(task: Task, init_rng: jax.Array) -> train_state.TrainState:
 def sum_over_devices(tree: Any) -> Any:
   """`tree` summed over the `AXIS` devices: a psum, skipped where the axis is one device (a single-device
   run; the axis spans every process's devices), for which XLA:CPU would still copy every leaf (the
-  gradients: 5% of the translation step of RESULTS.md's side-by-side)."""
+  gradients: 5% of the translation step of PERFORMANCE.md's side-by-side)."""
   return tree if jax.lax.axis_size(AXIS) == 1 else jax.lax.psum(tree, AXIS)
 
 

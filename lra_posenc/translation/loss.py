@@ -4,7 +4,7 @@ A batch's logits are [tokens, V]: 131 MB of float32 at 4096 tokens and V 8000, w
 again with their exponentials backward, far outside the cache of a CPU core. Here each chunk of tokens
 forms its logits, their reductions and, when differentiated, the gradients with respect to the output
 layer's inputs and weights at once, while the chunk's logits are in cache: nothing of size [tokens, V]
-is kept, and there are as many matrix products as autodiff's three (RESULTS.md, Performance: the output
+is kept, and there are as many matrix products as autodiff's three (PERFORMANCE.md: the output
 layer and loss a chunk of tokens at a time). The
 loss is a weighted sum of per-token terms, so the cotangent that arrives backward is a scalar scaling
 gradients already formed.
@@ -36,7 +36,7 @@ def _smoothing(vocab_size: int, label_smoothing: float) -> tuple[float, float, f
   return confidence, off_value, floor
 
 
-CPU_CHUNK_TOKENS = 128  # The fastest of 64, 128 and 256 on a 2-core CPU (RESULTS.md).
+CPU_CHUNK_TOKENS = 128  # The fastest of 64, 128 and 256 on a 2-core CPU (PERFORMANCE.md).
 
 
 def automatic_chunk_tokens(backend: str) -> int:
@@ -105,7 +105,7 @@ def _scan_chunks(states, table, bias, targets, weights, label_smoothing, chunk_t
     # -c log p_t - o sum_{j != t} log p_j, the smoothed cross-entropy, is lse - (c - o) s_t - o sum_j s_j.
     smoothed = log_sum_exp - (confidence - off_value) * target_shifted - off_value * shifted.sum(-1) - floor
     # argmax's first index of the maximum, as a plain min-reduction: XLA:CPU's (value, index) reduction for
-    # argmax took 72 ms of an 815 ms :tiny train step (RESULTS.md, Performance).
+    # argmax took 72 ms of an 815 ms :tiny train step (PERFORMANCE.md).
     first_max = jnp.where(logits == max_logit, jnp.arange(vocab_size), vocab_size).min(-1)
     correct = first_max == target
     counted = weight != 0
