@@ -26,6 +26,27 @@ def test_committed_summary_is_what_the_run_files_give():
   block = report.summary_markdown(tables, 'results/')
   assert report.with_block(text, block) == text, STALE
   assert len(block.splitlines()) <= 60  # One screen.
+  with open(os.path.join(ROOT, 'results', report.INDEX_FILE)) as f:
+    assert f.read() == report.study_index(os.path.join(ROOT, 'results'), report.index_documents(
+        os.path.join(ROOT, 'RESULTS.md'))), STALE
+
+
+def test_the_index_names_every_folder_with_the_sections_citing_it_and_its_runs_provenance(tmp_path):
+  provenance = lambda commit, date, platform: {'git_commit': commit * 40, 'date': f'{date}T10:00:00+00:00',
+                                               'devices': {'platform': platform, 'kind': 'NVIDIA H100' if
+                                                           platform == 'gpu' else 'cpu'}}
+  for run, (commit, date, platform) in {'study/runs/a/seed_0': ('a', '2026-11-20', 'cpu'),
+                                        'study/runs/a/seed_1': ('b', '2026-11-22', 'gpu')}.items():
+    os.makedirs(tmp_path / run)
+    (tmp_path / run / 'results.json').write_text(json.dumps({'provenance': provenance(commit, date, platform)}))
+  os.makedirs(tmp_path / 'tables_only')
+  documents = {'RESULTS.md': f'# Results\n{report.SUMMARY_START}\nresults/tables_only\n{report.SUMMARY_END}\n'
+                             '## First study\nsee results/study/runs\n## Second\nresults/study again\n'}
+  rows = {line.split(' | ')[0]: line.split(' | ') for line in report.study_index(str(tmp_path), documents).splitlines()
+          if line.startswith('| [')}
+  assert rows['| [study/](study/)'][1:] == ['RESULTS.md § First study; RESULTS.md § Second', '2', 'aaaaaaa, bbbbbbb',
+                                            'CPU, model not recorded; NVIDIA H100', '2026-11-20 to 2026-11-22 |']
+  assert rows['| [tables_only/](tables_only/)'][1:] == ['not cited', '-', '-', '-', '- |']  # The summary is no section.
 
 
 def write_run(run_dir, *, test_sets, reason='patience', length_scores=None, config=None):
