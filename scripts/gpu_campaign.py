@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One GPU window's work in one command: benchmarks with profiles first, then training runs by priority.
 
-On a lent GPU (README, "GPU"), inside one 10-minute command:
+On a lent GPU (docs/gpu.md), inside one 10-minute command:
     python scripts/gpu_campaign.py --out=$OUT --work=/tmp/campaign --budget_seconds=540 \\
         --multi30k=.gpu_data/multi30k --peer_models=.gpu_data/wmt_models.py
 In order, each step capped so that the whole fits --budget_seconds:

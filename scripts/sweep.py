@@ -16,9 +16,8 @@ Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its ou
 in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
 leave mostly idle (each then preallocates 0.9/N of a GPU's memory unless
 XLA_PYTHON_CLIENT_MEM_FRACTION is set); on a 2-core CPU keep 1. Runs compiling the same programs
-(a variant's seeds, a resumed run) share XLA's persistent cache where JAX_COMPILATION_CACHE_DIR is
-set, as every run inherits this script's environment. Finished runs (results.json)
-are skipped and interrupted ones resume from their checkpoints, so re-running the command
+(a variant's seeds, a resumed run) share the trainer's persistent compilation cache
+(docs/training.md). Finished runs (results.json) are skipped and interrupted ones resume from their checkpoints, so re-running the command
 completes a sweep; adding seeds or variants only trains the new runs. Then it writes, into OUTPUT_DIR (or --report_dir):
   runs.csv       one row per run: test scores, best validation score and its step, the step training
                  ended at, steps to the target, training and wall time (and the averaged checkpoint's test
