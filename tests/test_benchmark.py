@@ -20,6 +20,7 @@ from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models import flops
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.translation import train as translation_train
+from lra_posenc.translation.settings import read_model
 from lra_posenc.translation.translator import create_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,7 +102,7 @@ def test_classifier_flops_match_the_traced_matrix_products(pooling, pos_encoding
 def test_seq2seq_flops_match_the_traced_matrix_products(share_embeddings):
   config = small_translation_config(share_embeddings=share_embeddings)
   config.data.tokenizer.joint = share_embeddings
-  model = create_model(config, 40 if share_embeddings else 50, 40)
+  model = create_model(read_model(config), 40 if share_embeddings else 50, 40)
   sources, targets = np.ones((2, 9), np.int32), np.ones((2, 7), np.int32)
   params = model.init(jax.random.PRNGKey(0), sources, targets, train=False)['params']
   forward = lambda p: model.apply({'params': p}, sources, targets, train=False)
