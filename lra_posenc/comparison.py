@@ -37,7 +37,7 @@ def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | Non
   """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
   os.makedirs(workdir, exist_ok=True)
   wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
-  record = _read_json_if_present(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
+  record = read_json_if_present(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
   start = time.perf_counter()
   with open(os.path.join(workdir, 'train.log'), 'a') as log:
     log.write(f'$ {" ".join(command)}\n')
@@ -60,7 +60,7 @@ def steps_to_target(history: Sequence[dict], metric: str, target: float) -> int 
 
 def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: float) -> dict | None:
   """One finished run's figures, or None when it has no results.json yet."""
-  results = _read_json_if_present(os.path.join(workdir, RESULTS_FILE))
+  results = read_json_if_present(os.path.join(workdir, RESULTS_FILE))
   if results is None:
     return None
   row = {'variant': variant.spec, 'seed': seed, 'device': trained_on(results.get('provenance'))}
@@ -79,7 +79,7 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
   row[f'steps to validation {task.validation_metric} {target:g}'] = steps_to_target(
       read_history(workdir, 'validation'), task.validation_metric, target)
   row['train minutes'] = results['train_seconds_total'] / 60 if 'train_seconds_total' in results else None
-  wall_time = _read_json_if_present(os.path.join(workdir, WALL_TIME_FILE))  # Written by run_training only.
+  wall_time = read_json_if_present(os.path.join(workdir, WALL_TIME_FILE))  # Written by run_training only.
   row['wall minutes'] = wall_time['seconds'] / 60 if wall_time else None
   return row
 
@@ -219,7 +219,8 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   return summaries
 
 
-def _read_json_if_present(path: str) -> dict | None:
+def read_json_if_present(path: str) -> dict | None:
+  """The JSON file at `path`, or None where a run has not written it."""
   return read_json(path) if os.path.exists(path) else None
 
 

@@ -96,7 +96,8 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
       row = comparison.run_row(task, variant, seed, run_dir, task.default_target)
       if row is None:
         continue
-      for length_set, buckets in _read_if_present(os.path.join(run_dir, 'length_scores.json')).items():
+      length_scores = comparison.read_json_if_present(os.path.join(run_dir, 'length_scores.json')) or {}
+      for length_set, buckets in length_scores.items():
         for bucket, scores in buckets.items():
           row[f'{length_set} {bucket}'] = scores['score']
           row[f'{length_set} {bucket} majority'] = scores.get('majority')
@@ -416,10 +417,6 @@ def _host(provenance: dict) -> str:
 
 def _number(text: str) -> float | None:
   return float(text) if text else None
-
-
-def _read_if_present(path: str) -> dict:
-  return read_json(path) if os.path.exists(path) else {}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
