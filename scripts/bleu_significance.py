@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Paired significance of BLEU differences between translation runs, from their sentence statistics.
 
-    python scripts/bleu_significance.py results/multi30k_tiny/comparison/sinusoidal/seed_1 \\
-        results/multi30k_tiny/comparison/rope/seed_1 results/multi30k_tiny/comparison/rope/seed_1:averaged
+    python scripts/bleu_significance.py results/multi30k_tiny/runs/sinusoidal/seed_1 \\
+        results/multi30k_tiny/runs/rope/seed_1 results/multi30k_tiny/runs/rope/seed_1:averaged
 
 A system is a run directory and the checkpoint to compare: `best` (the default) or `averaged`; the
 first system is the baseline. A run directory is a workdir or a copy of its config.json and

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One table from several summaries of `scripts/length_generalisation.py` (by length, by depth, other sweeps).
 
-    python scripts/merge_summaries.py results/listops_cpu/length_generalisation/summary.json \\
-        results/listops_old_depth/depth/summary.json ... --report_dir=results/listops_all_encodings
+    python scripts/merge_summaries.py results/listops_3000_steps/sweeps/listops_cpu/length_generalisation/summary.json \\
+        results/listops_3000_steps/sweeps/listops_old_depth/depth/summary.json ... --report_dir=results/listops_3000_steps
 
 A study's encodings are often spread over sweeps trained in different sessions, each with its
 own length and depth reports. The merged table has a row per variant (in order of first
