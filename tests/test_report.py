@@ -34,7 +34,7 @@ def test_committed_summary_is_what_the_run_files_give():
 
 
 def test_every_relative_link_of_the_documents_names_a_committed_path():
-  """A figure cites its files by link; a study moved or a file never committed shows here (one case for each)."""
+  """A figure cites its files by link: a moved study or a file never committed fails here."""
   documents = ['RESULTS.md', 'PERFORMANCE.md', 'README.md'] + [
       os.path.relpath(os.path.join(directory, name), ROOT)
       for folder in ('docs', 'results') for directory, _, names in os.walk(os.path.join(ROOT, folder))
