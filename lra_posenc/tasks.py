@@ -36,6 +36,8 @@ class TaskSpec:
     scores_by_length: a run's best checkpoint scored per length bucket; tasks that draw new test sets
       (`draws_length_sets`) draw `num_samples` per bucket into `data_dir`.
     scores_by_depth: per nesting depth of the run's test split, for tasks whose inputs nest (ListOps); or None.
+    scores_by_recorded_length: (run_dir, bounds, *, checkpoint, bleu_name, data_dir) -> per bucket of source
+      words, from the sentence statistics a run recorded, for tasks that record them (translation); or None.
   """
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
@@ -50,6 +52,7 @@ class TaskSpec:
   scores_by_length: LengthScores
   draws_length_sets: bool
   scores_by_depth: Callable[[str], dict[str, dict]] | None = None
+  scores_by_recorded_length: LengthScores | None = None
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -66,5 +69,6 @@ TASKS: dict[str, TaskSpec] = {
                             validation_label='validation token accuracy (teacher-forced)', default_target=0.5,
                             test_score_label='sacreBLEU', test_score_title='sacreBLEU of the test translations',
                             test_score_digits=2, scores_by_length=translation_length_scores.scores_by_length,
-                            draws_length_sets=False),
+                            draws_length_sets=False,
+                            scores_by_recorded_length=translation_length_scores.recorded_scores_by_length),
 }

@@ -6,6 +6,9 @@
     python scripts/length_generalisation.py --task=translation --sweep_dir=runs/sweeps/multi30k_cpu \\
         --bounds=1,11,21,31,41
     python scripts/length_generalisation.py --task=listops --sweep_dir=runs/sweeps/listops_cpu --by=depth
+    python scripts/length_generalisation.py --task=translation --sweep_dir=results/multi30k_tiny/runs \
+        --recorded=averaged:tokenized_bleu --data_dir=../shared/data/multi30k --bounds=1,11,16,21 \
+        --report_dir=results/multi30k_tiny/length_generalisation
 
 ListOps: for every bucket [bounds[i], bounds[i+1]) tokens, a test set is drawn from the
 run's own generator options (tree depth, arguments, labels) with only the length window
@@ -13,7 +16,10 @@ changed, into SWEEP_DIR/length_generalisation/data; training lengths lie below b
 so the sets are disjoint from training. The run's own test split is the first column.
 Translation: the hypotheses the run wrote for its test splits, pooled, scored with
 sacreBLEU per bucket of source length in the run's SentencePiece ids (training dropped
-pairs over data.max_length ids).
+pairs over data.max_length ids). With --recorded=CHECKPOINT:BLEU (`best` or `averaged`; `bleu` or
+`tokenized_bleu`), runs committed without their translations and tokenizer are scored from the sentence
+statistics they recorded (bleu_statistics.json; runs without them are skipped, and named), by source length
+in whitespace-separated words, with the test text read from --data_dir.
 
 With --by=depth (ListOps) the columns are the nesting depths of each run's own test split
 instead (`lra_posenc.listops.evaluate`, which writes WORKDIR/evaluations/test.json), each
@@ -35,7 +41,9 @@ from collections.abc import Sequence
 
 from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, plot, plot_title,
                                               write_paired_report, write_report)
-from lra_posenc.tasks import TASKS
+from lra_posenc.tasks import TASKS, TaskSpec
+from lra_posenc.translation import bleu
+from lra_posenc.translation.translate import CHECKPOINTS
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -50,13 +58,21 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
   parser.add_argument('--paired_with', help="Another report's runs.csv (the same encodings and seeds trained "
                       'differently): also write paired.md and paired.json, each seed\'s change against it.')
+  parser.add_argument('--recorded', metavar='CHECKPOINT:BLEU',
+                      help='Translation: score from the recorded sentence statistics of CHECKPOINT (best, averaged) '
+                      'for BLEU (bleu, tokenized_bleu), by source words; the test text from --data_dir.')
+  parser.add_argument('--data_dir', help='With --recorded: the raw test files (SPLIT.LANG[.gz]).')
   parser.add_argument('--replot', action='store_true',
                       help="Redraw the plot from REPORT_DIR's summary.json alone (no runs needed); --bounds unused.")
   args = parser.parse_args(argv)
   xlabel, _, folder, plot_file = BREAKDOWNS[args.by]
   output_dir = args.report_dir or os.path.join(args.sweep_dir, folder)
   task = TASKS[args.task]
-  draw = lambda summary, buckets, baseline: plot(summary, buckets, baseline, xlabel, task.test_score_label,
+  score_label = task.test_score_label
+  if args.recorded:
+    recorded = parse_recorded(parser, args, task)
+    xlabel, score_label = 'source length (words)', f'{recorded[1]}, {recorded[0]} checkpoint'
+  draw = lambda summary, buckets, baseline: plot(summary, buckets, baseline, xlabel, score_label,
                                                  os.path.join(output_dir, plot_file),
                                                  plot_title(task, args.by, args.sweep_dir))
   if args.replot:
@@ -75,9 +91,17 @@ def main(argv: Sequence[str] | None = None) -> None:
   # A run's scores are kept under what they depend on: a re-run with other bounds or samples scores anew.
   key = f'{args.task} depth' if args.by == 'depth' else (
       f'{args.task} {bounds}' + (f' {args.num_samples}' if task.draws_length_sets else ''))
+  if args.recorded:
+    key = f'{args.task} {bounds} source words {":".join(recorded)}'
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
-    if args.by == 'depth':
+    if args.recorded and not os.path.exists(bleu.statistics_path(workdir)):
+      print(f'{workdir}: skipped, it recorded no sentence statistics ({bleu.STATISTICS_FILE})', flush=True)
+      continue
+    if args.recorded:
+      scores = cached(workdir, key, lambda: task.scores_by_recorded_length(
+          workdir, bounds, checkpoint=recorded[0], bleu_name=recorded[1], data_dir=args.data_dir))
+    elif args.by == 'depth':
       scores = cached(workdir, key, lambda: task.scores_by_depth(workdir))
     else:
       scores = cached(workdir, key, lambda: task.scores_by_length(workdir, bounds, num_samples=args.num_samples,
@@ -96,6 +120,19 @@ def main(argv: Sequence[str] | None = None) -> None:
   print(table)
   if args.paired_with:
     print(write_paired_report(rows, buckets, args.paired_with, output_dir, task.test_score_digits))
+
+
+def parse_recorded(parser: argparse.ArgumentParser, args: argparse.Namespace, task: TaskSpec) -> tuple[str, str]:
+  """--recorded's (checkpoint, BLEU), checked with the flags it needs."""
+  if task.scores_by_recorded_length is None:
+    parser.error(f'--recorded: --task={args.task} records no sentence statistics')
+  checkpoint, _, name = args.recorded.partition(':')
+  if checkpoint not in CHECKPOINTS or name not in bleu.BLEU_NAMES:
+    parser.error(f'--recorded={args.recorded}: want CHECKPOINT:BLEU, CHECKPOINT one of {list(CHECKPOINTS)}, '
+                 f'BLEU one of {list(bleu.BLEU_NAMES)}')
+  if args.by != 'length' or not args.data_dir:
+    parser.error('--recorded scores by length (--by=length) and needs --data_dir')
+  return checkpoint, name
 
 
 if __name__ == '__main__':

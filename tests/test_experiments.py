@@ -19,12 +19,14 @@ from lra_posenc import comparison
 from lra_posenc import diagnostics as encoding_diagnostics
 from lra_posenc import encodings, sweeps
 from lra_posenc import length_generalisation as length_study
+from lra_posenc.config_files import load_config
 from lra_posenc.data import listops
 from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.models.classifier import PLACEMENTS
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
+from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
@@ -292,6 +294,51 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
       weighted = sum(cells[d]['values'][seed] * n for d, n in zip(by_depth['buckets'], examples)) / 32
       assert weighted == pytest.approx(accuracy, abs=1e-6)
   assert os.path.getsize(os.path.join(output_dir, 'depth', 'accuracy_by_depth.png')) > 0
+
+
+
+def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_sentences(tmp_path):
+  """A committed run keeps its sentence statistics, not its translations: the BLEU of a bucket of source
+  lengths, summed from them, is the corpus BLEU of that bucket's translations scored anew."""
+  config = load_config(os.path.join(ROOT, 'configs', 'translation', 'multi30k.py'), 'tiny')
+  config.data.test_splits = ('test_a', 'test_b')
+  config.data.data_dir = '/another/machine/multi30k'  # Where it trained; --data_dir says where the text is here.
+  data = translation_settings.read_data(config.data)
+  rng = random.Random(0)
+  words = 'ein hund läuft über die grüne wiese im park und eine katze schläft dort'.split()
+  sentences = lambda n, low, high: [' '.join(rng.choices(words, k=rng.randint(low, high))) for _ in range(n)]
+  text_dir, sweep_dir = tmp_path / 'text', tmp_path / 'sweep'
+  os.makedirs(text_dir)
+  splits = {}
+  for split in config.data.test_splits:
+    sources, references = sentences(40, 3, 30), sentences(40, 3, 20)
+    hypotheses = [reference if i % 3 else ' '.join(reference.split()[::-1]) for i, reference in enumerate(references)]
+    (text_dir / f'{split}.en').write_text('\n'.join(sources) + '\n')
+    (text_dir / f'{split}.de').write_text('\n'.join(references) + '\n')
+    splits[split] = sources, hypotheses, references
+  for seed in (0, 1):  # Seed 1 recorded no sentence statistics: it is skipped.
+    run_dir = sweep_dir / 'rope' / f'seed_{seed}'
+    os.makedirs(run_dir)
+    (run_dir / 'config.json').write_text(json.dumps(config.to_dict()))
+    (run_dir / 'results.json').write_text('{}')
+    for split, (_, hypotheses, references) in splits.items():
+      if seed == 0:
+        bleu.record_statistics(str(run_dir), 'averaged', split, hypotheses, references, data)
+  length_generalisation.main(['--task=translation', f'--sweep_dir={sweep_dir}', '--bounds=1,10,20',
+                              '--recorded=averaged:tokenized_bleu', f'--data_dir={text_dir}'])
+  with open(sweep_dir / 'length_generalisation' / 'summary.json') as f:
+    summary = json.load(f)
+  protocol = bleu.protocols(data)['tokenized_bleu']
+  pooled = [sentence for split in splits.values() for sentence in zip(*split)]
+  for bucket, (low, high) in {'1-9': (1, 10), '10-19': (10, 20), '20+': (20, 10**6)}.items():
+    chosen = [(hypothesis, reference) for source, hypothesis, reference in pooled
+              if low <= len(source.split()) < high]
+    cell = summary['variants']['rope'][bucket]
+    assert cell['values'] == [pytest.approx(protocol.score(*map(list, zip(*chosen))), abs=1e-9)]
+    assert cell['examples'] == len(chosen)
+  with pytest.raises(SystemExit):  # ListOps records no sentence statistics.
+    length_generalisation.main(['--task=listops', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
+                                '--recorded=averaged:tokenized_bleu', f'--data_dir={text_dir}'])
 
 
 def listops_tokens(row: str) -> list[str]:

@@ -21,6 +21,7 @@ MAX_NGRAM_ORDER = 4
 STATISTICS_FIELDS = ('hyp_len', 'ref_len') + tuple(f'correct_{n}' for n in range(1, MAX_NGRAM_ORDER + 1)) + tuple(
     f'total_{n}' for n in range(1, MAX_NGRAM_ORDER + 1))
 STATISTICS_FILE = 'bleu_statistics.json'
+BLEU_NAMES = ('bleu', 'tokenized_bleu')  # `protocols`, as results.json names them.
 # sacreBLEU's default seed of its paired tests: the same resamples and trials as `sacrebleu --paired-bs/-ar`.
 SEED = 12345
 PAIRED_TESTS = {'bootstrap': 'bs', 'randomization': 'ar'}  # The names sacreBLEU's signatures use.
@@ -94,8 +95,7 @@ def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
 def protocols(data: DataSettings) -> dict[str, BleuProtocol]:
   """Both BLEUs of every test score of this task, by their results.json names: sacreBLEU (lowercased
   when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
-  return {'bleu': sacrebleu_protocol(data.tokenizer.lowercase),
-          'tokenized_bleu': tokenized_bleu_protocol(data.target_lang)}
+  return dict(zip(BLEU_NAMES, (sacrebleu_protocol(data.tokenizer.lowercase), tokenized_bleu_protocol(data.target_lang))))
 
 
 def protocol_scores(name: str, protocol: BleuProtocol, hypotheses: Sequence[str], references: Sequence[str]

@@ -1,5 +1,6 @@
-"""The test translations a run wrote, scored by source length (`scripts/length_generalisation.py` compares runs
-so)."""
+"""Test BLEU by source length, for `scripts/length_generalisation.py`: from the translations a run wrote, or,
+for a committed run (which keeps neither translations nor tokenizer), from the sentence statistics it recorded."""
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,13 +28,39 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 
     hypotheses += written
     references += text.targets
   lengths = np.array([len(ids) for ids in tokenizers.encode_sources(sources)])
-  edges = list(bounds[:-1]) + [bounds[-1], np.iinfo(np.int32).max]
-  scores = {}
-  for low, high in zip(edges[:-1], edges[1:]):
-    rows = np.flatnonzero((lengths >= low) & (lengths < high))
-    label = bucket_label(low, high) if high != edges[-1] else f'{low}+'
-    if len(rows):
-      score = bleu.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
-                                    lowercase=tokenizers.lowercase)['bleu']
-      scores[label] = {'score': score, 'examples': int(len(rows))}
-  return scores
+  return {label: {'score': bleu.sacrebleu_scores([hypotheses[i] for i in rows], [references[i] for i in rows],
+                                                 lowercase=tokenizers.lowercase)['bleu'],
+                  'examples': int(len(rows))}
+          for label, rows in buckets(lengths, bounds)}
+
+
+def recorded_scores_by_length(run_dir: str, bounds: Sequence[int], *, checkpoint: str, bleu_name: str,
+                              data_dir: str) -> dict[str, dict]:
+  """Per bucket of source length in words (whitespace-separated, the same for every run): BLEU `bleu_name` of
+  `checkpoint`, from RUN_DIR/bleu_statistics.json pooled over the run's test splits, whose text is read from
+  `data_dir` (the run's own may be another machine's path)."""
+  data = dataclasses.replace(read_data(read_config(run_dir).data), data_dir=data_dir)
+  protocol = bleu.protocols(data)[bleu_name]
+  lengths, statistics = [], []
+  for split in data.test_splits:
+    recorded = bleu.read_statistics(run_dir, checkpoint, split, bleu_name, protocol)
+    if recorded is None:
+      raise FileNotFoundError(f'{bleu.statistics_path(run_dir)}: no {bleu_name} statistics of the {checkpoint} '
+                              f'checkpoint on {split}')
+    sources = train.read_text(data, split).sources
+    if len(sources) != len(recorded.statistics):
+      raise ValueError(f'{bleu.statistics_path(run_dir)}: {len(recorded.statistics)} sentences of {split}, but '
+                       f'{data_dir} has {len(sources)}')
+    lengths += [len(source.split()) for source in sources]
+    statistics.append(recorded.statistics)
+  statistics = np.concatenate(statistics)
+  return {label: {'score': protocol.score_of_sums(statistics[rows].sum(0)), 'examples': int(len(rows))}
+          for label, rows in buckets(np.array(lengths), bounds)}
+
+
+def buckets(lengths: np.ndarray, bounds: Sequence[int]) -> list[tuple[str, np.ndarray]]:
+  """(label, indices) of the non-empty buckets [bounds[i], bounds[i+1]) of `lengths`, the last open-ended."""
+  edges = list(bounds) + [np.iinfo(np.int32).max]
+  labelled = [(bucket_label(low, high) if high != edges[-1] else f'{low}+',
+               np.flatnonzero((lengths >= low) & (lengths < high))) for low, high in zip(edges[:-1], edges[1:])]
+  return [(label, rows) for label, rows in labelled if len(rows)]
