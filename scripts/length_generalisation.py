@@ -6,8 +6,8 @@
     python scripts/length_generalisation.py --task=translation --sweep_dir=runs/sweeps/multi30k_cpu \\
         --bounds=1,11,21,31,41
     python scripts/length_generalisation.py --task=listops --sweep_dir=runs/sweeps/listops_cpu --by=depth
-    python scripts/length_generalisation.py --task=translation --sweep_dir=results/multi30k_tiny/runs \
-        --recorded=averaged:tokenized_bleu --data_dir=../shared/data/multi30k --bounds=1,11,16,21 \
+    python scripts/length_generalisation.py --task=translation --sweep_dir=results/multi30k_tiny/runs \\
+        --recorded=averaged:tokenized_bleu --data_dir=../shared/data/multi30k --bounds=1,11,16,21 \\
         --report_dir=results/multi30k_tiny/length_generalisation
 
 ListOps: for every bucket [bounds[i], bounds[i+1]) tokens, a test set is drawn from the
@@ -68,13 +68,13 @@ def main(argv: Sequence[str] | None = None) -> None:
   xlabel, _, folder, plot_file = BREAKDOWNS[args.by]
   output_dir = args.report_dir or os.path.join(args.sweep_dir, folder)
   task = TASKS[args.task]
-  score_label = task.test_score_label
+  score_label, title = task.test_score_label, plot_title(task, args.by, args.sweep_dir)
   if args.recorded:
     recorded = parse_recorded(parser, args, task)
     xlabel, score_label = 'source length (words)', f'{recorded[1]}, {recorded[0]} checkpoint'
+    title = f'{score_label}, by source length ({os.path.basename(os.path.normpath(args.sweep_dir))})'
   draw = lambda summary, buckets, baseline: plot(summary, buckets, baseline, xlabel, score_label,
-                                                 os.path.join(output_dir, plot_file),
-                                                 plot_title(task, args.by, args.sweep_dir))
+                                                 os.path.join(output_dir, plot_file), title)
   if args.replot:
     with open(os.path.join(output_dir, 'summary.json')) as f:
       saved = json.load(f)
