@@ -26,8 +26,10 @@ suite runs it, so the campaign cannot rot before a GPU is at hand.
 """
 import argparse
 import dataclasses
+import itertools
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -44,6 +46,7 @@ PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
 COMMITTED = os.path.join(ROOT, 'results', 'gpu_campaign')
 TASK_MODULES = {'listops': 'lra_posenc.listops.train', 'translation': 'lra_posenc.translation.train'}
 RUN_FILES = ('results.json', 'metrics.jsonl', 'config.json', 'train.log')
+ENVIRONMENT_SETTING = re.compile(r'[A-Z][A-Z0-9_]*=.*')  # A plan line's VARIABLE=VALUE, before its flags.
 MAX_FILE_BYTES = 16 * 2**20  # The device tool returns no larger file.
 BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--eval=false', '--decode=false']
 # The tiny mode's model and timing: CPU sizes, compiled in seconds.
@@ -85,14 +88,16 @@ def benchmarks(tiny: bool, peer_models: str) -> dict[str, tuple[list[str], float
 
 @dataclasses.dataclass(frozen=True)
 class PlannedRun:
-  """One line of the plan: a name, a task and the training command's flags."""
+  """One line of the plan: a name, a task, its process's environment settings, and the training command's flags."""
   name: str
   task: str
   flags: tuple[str, ...]
+  env: tuple[tuple[str, str], ...] = ()
 
 
 def read_plan(path: str) -> list[PlannedRun]:
-  """The plan's runs, in its order: `NAME TASK FLAGS...` per line; '#' starts a comment."""
+  """The plan's runs, in its order: `NAME TASK [VARIABLE=VALUE...] FLAGS...` per line, the settings before the
+  flags going into the run's environment (`JAX_DEFAULT_MATMUL_PRECISION=highest`); '#' starts a comment."""
   runs, names = [], set()
   with open(path) as f:
     for number, line in enumerate(f, start=1):
@@ -100,11 +105,14 @@ def read_plan(path: str) -> list[PlannedRun]:
       if not words:
         continue
       if len(words) < 3 or words[1] not in TASK_MODULES:
-        raise DataError(path, number, f'expected NAME TASK FLAGS... with TASK one of {sorted(TASK_MODULES)}')
+        raise DataError(path, number,
+                        f'expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of {sorted(TASK_MODULES)}')
       if words[0] in names:
         raise DataError(path, number, f'run {words[0]!r} is planned twice')
       names.add(words[0])
-      runs.append(PlannedRun(words[0], words[1], tuple(words[2:])))
+      settings = list(itertools.takewhile(lambda word: ENVIRONMENT_SETTING.fullmatch(word), words[2:]))
+      runs.append(PlannedRun(words[0], words[1], tuple(words[2 + len(settings):]),
+                             tuple(tuple(setting.split('=', 1)) for setting in settings)))
   return runs
 
 
@@ -244,9 +252,10 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
                  f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
       print(f'[{run.name}] {shlex.join(command)}', flush=True)
       with open(os.path.join(workdir, 'train.log'), 'a') as log:  # A resumed run's log goes on.
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env | dict(run.env))
       running[run.name] = (process, time.perf_counter())
-      campaign.summary['runs'][run.name] = {'command': command, 'status': 'running', 'beside': len(running) - 1}
+      campaign.summary['runs'][run.name] = {'command': command, 'env': dict(run.env), 'status': 'running',
+                                            'beside': len(running) - 1}
       continue
     if not running and campaign.seconds_left() < least_seconds:
       break

@@ -20,7 +20,8 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   its metrics; a committed one is not run again; everything returned is a handful of small files."""
   plan = tmp_path / 'plan.txt'
   plan.write_text('# Two tiny runs.\n'
-                  f'finishing {TINY_RUN} --config.training.num_train_steps=8\n'
+                  f'finishing {TINY_RUN.replace("listops", "listops JAX_DEFAULT_MATMUL_PRECISION=highest", 1)} '
+                  '--config.training.num_train_steps=8\n'
                   f'endless {TINY_RUN} --config.training.num_train_steps=1000000 --config.model.pos_encoding=alibi\n'
                   f'committed {TINY_RUN}\n')
   (tmp_path / 'committed' / 'committed').mkdir(parents=True)
@@ -43,8 +44,11 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   assert 0 <= runs['finishing']['test']['accuracy'] <= 1 and runs['finishing']['compile_seconds'] > 0
   assert runs['endless']['status'] == 'stopped at the deadline' and runs['endless']['last_train_step'] >= 2
   assert runs['endless']['beside'] == 1  # It shared the device with the finishing run.
+  assert runs['finishing']['env'] == {'JAX_DEFAULT_MATMUL_PRECISION': 'highest'} and runs['endless']['env'] == {}
   with tarfile.open(out / 'runs.tar.gz') as tar:
     names = set(tar.getnames())
+    results = json.load(tar.extractfile('runs/finishing/results.json'))
+  assert results['provenance']['default_matmul_precision'] == 'highest'  # The plan's setting reached the run.
   assert {'runs/finishing/results.json', 'runs/finishing/metrics.jsonl', 'runs/endless/metrics.jsonl',
           'runs/endless/train.log'} <= names
   assert not [name for name in names if 'checkpoints' in name]
@@ -72,10 +76,12 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
   process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={tmp_path / "out"}', f'--plan={plan}', '--benchmarks='],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert process.returncode != 0
-  assert f'{plan}:3: expected NAME TASK FLAGS... with TASK one of' in process.stderr
+  assert f'{plan}:3: expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of' in process.stderr
 
 
 def test_the_committed_plan_reads_and_names_each_run_once():
   import gpu_campaign  # noqa: PLC0415
   plan = gpu_campaign.read_plan(gpu_campaign.PLAN)
   assert plan[0].name == 'lra_fused_none_s0' and len({run.name for run in plan}) == len(plan)
+  tiny = [run for run in plan if '--config=configs/translation/multi30k.py:tiny' in run.flags]
+  assert tiny and all(run.env == (('JAX_DEFAULT_MATMUL_PRECISION', 'highest'),) for run in tiny)

@@ -2,6 +2,8 @@
 import os
 import platform
 
+import jax
+
 from lra_posenc.training import provenance
 
 # Two processors of /proc/cpuinfo as Linux writes them: the first block is the one read; a field the
@@ -64,3 +66,11 @@ def test_host_cpu_is_this_machines_and_describes_itself_in_one_line(tmp_path):
       names = [line.split(':', 1)[1].strip() for line in f if line.startswith('model name')]
     assert provenance.host_cpu()['model'] == (names[0] if names else platform.processor() or platform.machine())
   assert provenance.host_cpu()['cores'] == os.cpu_count()
+
+
+def test_the_matmul_precision_in_force_is_recorded():
+  """A GPU's float32 figures depend on it (TF32 or full float32), so results.json says which was used."""
+  # Unset (None) means the backend's default.
+  assert provenance.provenance()['default_matmul_precision'] == os.environ.get('JAX_DEFAULT_MATMUL_PRECISION')
+  with jax.default_matmul_precision('highest'):
+    assert provenance.provenance()['default_matmul_precision'] == 'highest'

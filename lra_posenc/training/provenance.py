@@ -18,6 +18,8 @@ def provenance() -> dict:
 
   `git_commit` and `git_dirty` (whether tracked files differed from that commit) are None
   outside a git checkout; a package without installed metadata has version None.
+  `default_matmul_precision` is JAX's setting (None: the backend's default, TF32 for float32 on recent
+  NVIDIA GPUs), which sets a GPU's float32 results and speed.
   """
   device = jax.devices()[0]
   return {
@@ -28,6 +30,7 @@ def provenance() -> dict:
       'devices': {'platform': device.platform, 'kind': device.device_kind, 'count': jax.device_count(),
                   'local_count': jax.local_device_count()},
       'process_count': jax.process_count(),
+      'default_matmul_precision': jax.config.jax_default_matmul_precision,
       'host_cpu': host_cpu(),
   }
 

@@ -95,7 +95,8 @@ def tokenized_bleu_protocol(lang: str) -> BleuProtocol:
 def protocols(data: DataSettings) -> dict[str, BleuProtocol]:
   """Both BLEUs of every test score of this task, by their results.json names: sacreBLEU (lowercased
   when the tokenizer is, `data.tokenizer.lowercase`) and the tokenized lowercased BLEU."""
-  return dict(zip(BLEU_NAMES, (sacrebleu_protocol(data.tokenizer.lowercase), tokenized_bleu_protocol(data.target_lang))))
+  return dict(zip(BLEU_NAMES, (sacrebleu_protocol(data.tokenizer.lowercase),
+                               tokenized_bleu_protocol(data.target_lang))))
 
 
 def protocol_scores(name: str, protocol: BleuProtocol, hypotheses: Sequence[str], references: Sequence[str]
