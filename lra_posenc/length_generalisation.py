@@ -34,15 +34,19 @@ def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
   return runs
 
 
-def cached(workdir: str, key: str, score: Callable[[], dict]) -> dict:
-  """`score()`, kept in WORKDIR/length_scores.json under `key` so that re-runs score only new runs."""
+def cached(workdir: str, key: str, score: Callable[[], dict | None]) -> dict | None:
+  """`score()`, kept in WORKDIR/length_scores.json under `key` so that re-runs score only new runs (None, a run
+  with nothing to score, is not kept)."""
   path = os.path.join(workdir, CACHE_FILE)
   cache = {}
   if os.path.exists(path):
     with open(path) as f:
       cache = json.load(f)
   if key not in cache:
-    cache[key] = score()
+    scores = score()
+    if scores is None:
+      return None
+    cache[key] = scores
     write_json(path, cache, sort_keys=False)  # Buckets in the order scored: the table's column order.
   return cache[key]
 
@@ -151,7 +155,13 @@ BREAKDOWNS = {
 
 
 def plot_title(task: TaskSpec, by: str, sweep_dir: str) -> str:
-  return f'{task.test_score_title} {BREAKDOWNS[by][1]} ({os.path.basename(os.path.normpath(sweep_dir))})'
+  return f'{task.test_score_title} {BREAKDOWNS[by][1]} ({sweep_name(sweep_dir)})'
+
+
+def sweep_name(sweep_dir: str) -> str:
+  """What a sweep is called in titles: its folder, or its study's for a committed STUDY/runs."""
+  path = os.path.normpath(sweep_dir)
+  return os.path.basename(os.path.dirname(path) if os.path.basename(path) == 'runs' else path)
 
 
 def write_report(rows: Sequence[dict], buckets: Sequence[str], baseline: dict[str, float], output_dir: str,

@@ -17,6 +17,9 @@ from lra_posenc.translation import train as translation_train
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.
 LengthScores = Callable[..., dict[str, dict]]
+# (run_dir, length bucket edges, *, checkpoint, bleu_name, data_dir) -> bucket -> {'score', 'examples'}, or None
+# for a run that recorded no sentence statistics.
+RecordedLengthScores = Callable[..., dict[str, dict] | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +39,8 @@ class TaskSpec:
     scores_by_length: a run's best checkpoint scored per length bucket; tasks that draw new test sets
       (`draws_length_sets`) draw `num_samples` per bucket into `data_dir`.
     scores_by_depth: per nesting depth of the run's test split, for tasks whose inputs nest (ListOps); or None.
-    scores_by_recorded_length: (run_dir, bounds, *, checkpoint, bleu_name, data_dir) -> per bucket of source
-      words, from the sentence statistics a run recorded, for tasks that record them (translation); or None.
+    scores_by_recorded_length: per bucket of source words, from the sentence statistics a run recorded, for
+      tasks that record them (translation); or None.
   """
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
@@ -52,7 +55,7 @@ class TaskSpec:
   scores_by_length: LengthScores
   draws_length_sets: bool
   scores_by_depth: Callable[[str], dict[str, dict]] | None = None
-  scores_by_recorded_length: LengthScores | None = None
+  scores_by_recorded_length: RecordedLengthScores | None = None
 
 
 TASKS: dict[str, TaskSpec] = {

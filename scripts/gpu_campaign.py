@@ -11,9 +11,10 @@ In order, each step capped so that the whole fits --budget_seconds:
      the Multi30k `:tiny` step; 'base': the base translation step; 'side_by_side': ours against Flax's
      examples/wmt at the base shapes, bfloat16; 'attention': tests/test_attention.py's cuDNN tests).
      Meanwhile the LRA ListOps data is generated on one CPU core.
-  2. The runs of --plan (configs/gpu_campaign.txt), in its order, --parallel at a time, skipping those already committed under
-     results/gpu_campaign/NAME. A run still going at the deadline gets SIGTERM (the trainer saves and
-     exits 75), so its metrics.jsonl comes back all the same.
+  2. The runs of --plan (configs/gpu_campaign.txt), in its order, --parallel at a time. A run's NAME is the
+     folder its files are committed to under results/ (STUDY/runs/VARIANT/seed_S), and a run committed there
+     is not run again. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75), so
+     its metrics.jsonl comes back all the same. The window's own files go to results/gpu_windows/.
 A second command on the same (still warm) machine with the same --work goes on where the first stopped: the
 ListOps data is kept (its generator.json matches), a run that finished there is reported, not run again, and
 one stopped at the deadline resumes from its checkpoint. Generating LRA's ListOps takes about 280 s on the
@@ -26,6 +27,7 @@ suite runs it, so the campaign cannot rot before a GPU is at hand.
 """
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -43,7 +45,7 @@ from lra_posenc.data.files import DataError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
-COMMITTED = os.path.join(ROOT, 'results', 'gpu_campaign')
+COMMITTED = os.path.join(ROOT, 'results')
 TASK_MODULES = {'listops': 'lra_posenc.listops.train', 'translation': 'lra_posenc.translation.train'}
 RUN_FILES = ('results.json', 'metrics.jsonl', 'config.json', 'train.log')
 ENVIRONMENT_SETTING = re.compile(r'[A-Z][A-Z0-9_]*=.*')  # A plan line's VARIABLE=VALUE, before its flags.
@@ -96,22 +98,26 @@ class PlannedRun:
 
 
 def read_plan(path: str) -> list[PlannedRun]:
-  """The plan's runs, in its order: `NAME TASK [VARIABLE=VALUE...] FLAGS...` per line, the settings before the
-  flags going into the run's environment (`JAX_DEFAULT_MATMUL_PRECISION=highest`); '#' starts a comment."""
+  """The plan's runs, in its order: `NAME TASK [VARIABLE=VALUE...] FLAGS...` per line, NAME a relative folder
+  (where the run is committed), the settings before the flags going into the run's environment
+  (`JAX_DEFAULT_MATMUL_PRECISION=highest`); '#' starts a comment."""
   runs, names = [], set()
   with open(path) as f:
     for number, line in enumerate(f, start=1):
       words = shlex.split(line, comments=True)
       if not words:
         continue
-      if len(words) < 3 or words[1] not in TASK_MODULES:
+      settings = list(itertools.takewhile(ENVIRONMENT_SETTING.fullmatch, words[2:]))
+      if len(words) < 3 + len(settings) or words[1] not in TASK_MODULES:
         raise DataError(path, number,
                         f'expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of {sorted(TASK_MODULES)}')
-      if words[0] in names:
-        raise DataError(path, number, f'run {words[0]!r} is planned twice')
-      names.add(words[0])
-      settings = list(itertools.takewhile(lambda word: ENVIRONMENT_SETTING.fullmatch(word), words[2:]))
-      runs.append(PlannedRun(words[0], words[1], tuple(words[2 + len(settings):]),
+      name = words[0]
+      if os.path.isabs(name) or os.path.normpath(name) != name or name.split('/')[0] == '..':
+        raise DataError(path, number, f'run name {name!r}: a relative folder such as STUDY/runs/VARIANT/seed_S')
+      if name in names:
+        raise DataError(path, number, f'run {name!r} is planned twice')
+      names.add(name)
+      runs.append(PlannedRun(name, words[1], tuple(words[2 + len(settings):]),
                              tuple(tuple(setting.split('=', 1)) for setting in settings)))
   return runs
 
@@ -140,7 +146,8 @@ class Campaign:
       path = os.path.join(self.out, archive)
       with tarfile.open(path + '.tmp', 'w:gz') as tar:
         for folder in folders:
-          tar.add(os.path.join(self.work, folder), arcname=folder, filter=_returned)
+          tar.add(os.path.join(self.work, folder), arcname=folder,
+                  filter=functools.partial(_returned, run_names=set(self.summary['runs'])))
       if os.path.getsize(path + '.tmp') > MAX_FILE_BYTES:
         self.summary['left_out'].append(f'{archive}: {os.path.getsize(path + ".tmp")} bytes')
         os.remove(path + '.tmp')
@@ -152,12 +159,14 @@ class Campaign:
       f.write(markdown(self.summary))
 
 
-def _returned(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
-  """Run folders keep only RUN_FILES; other folders keep everything."""
-  parts = member.name.split('/')
-  if parts[0] == 'runs' and len(parts) > 2 and (len(parts) > 3 or parts[2] not in RUN_FILES):
-    return None
-  return member
+def _returned(member: tarfile.TarInfo, run_names: set[str]) -> tarfile.TarInfo | None:
+  """Under runs/, the folders leading to each run's and, in those, only RUN_FILES; elsewhere everything."""
+  if not member.name.startswith('runs/'):
+    return member
+  path = member.name.removeprefix('runs/')
+  if member.isdir():
+    return member if any(name == path or name.startswith(path + '/') for name in run_names) else None
+  return member if os.path.dirname(path) in run_names and os.path.basename(path) in RUN_FILES else None
 
 
 def run_command(name: str, command: list[str], timeout: float, log_path: str) -> dict:
@@ -357,7 +366,7 @@ def main() -> None:
   parser.add_argument('--budget_seconds', type=float, default=540, help='Everything ends by then.')
   parser.add_argument('--benchmarks', default='lra,tiny,side_by_side',
                       help='Comma-separated, in order, of lra, tiny, base, side_by_side, attention; empty: none.')
-  parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK FLAGS...')
+  parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK [VARIABLE=VALUE...] FLAGS...')
   parser.add_argument('--committed', default=COMMITTED, help='Runs with NAME/results.json here are not run again.')
   parser.add_argument('--parallel', type=int, default=1,
                       help='Runs sharing the GPU at once. One LRA run alone kept an H100 ~30%% busy in MFU terms '

@@ -39,7 +39,7 @@ import json
 import os
 from collections.abc import Sequence
 
-from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, plot, plot_title,
+from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, plot, plot_title, sweep_name,
                                               write_paired_report, write_report)
 from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.translation import bleu
@@ -52,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--sweep_dir', required=True, help='An --output_dir of scripts/sweep.py.')
   parser.add_argument('--by', choices=sorted(BREAKDOWNS), default='length',
                       help='Buckets of input length (beyond training), or (ListOps) nesting depths of the test split.')
-  parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (required to score by '
-                      'length).')
+  parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (words with --recorded; '
+                      'required to score by length).')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
   parser.add_argument('--paired_with', help="Another report's runs.csv (the same encodings and seeds trained "
@@ -69,10 +69,12 @@ def main(argv: Sequence[str] | None = None) -> None:
   output_dir = args.report_dir or os.path.join(args.sweep_dir, folder)
   task = TASKS[args.task]
   score_label, title = task.test_score_label, plot_title(task, args.by, args.sweep_dir)
+  if args.data_dir and not args.recorded:
+    parser.error('--data_dir: only --recorded reads test text from it')
   if args.recorded:
     recorded = parse_recorded(parser, args, task)
     xlabel, score_label = 'source length (words)', f'{recorded[1]}, {recorded[0]} checkpoint'
-    title = f'{score_label}, by source length ({os.path.basename(os.path.normpath(args.sweep_dir))})'
+    title = f'{score_label}, by source length ({sweep_name(args.sweep_dir)})'
   draw = lambda summary, buckets, baseline: plot(summary, buckets, baseline, xlabel, score_label,
                                                  os.path.join(output_dir, plot_file), title)
   if args.replot:
@@ -87,17 +89,13 @@ def main(argv: Sequence[str] | None = None) -> None:
   bounds = [int(b) for b in args.bounds.split(',')] if args.by == 'length' else []
   if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1):
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
-  data_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')  # Drawn sets, shared by the runs.
+  drawn_sets_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')  # Shared by the runs.
   # A run's scores are kept under what they depend on: a re-run with other bounds or samples scores anew.
-  key = f'{args.task} depth' if args.by == 'depth' else (
-      f'{args.task} {bounds}' + (f' {args.num_samples}' if task.draws_length_sets else ''))
-  if args.recorded:
-    key = f'{args.task} {bounds} source words {":".join(recorded)}'
+  key = (f'{args.task} depth' if args.by == 'depth' else
+         f'{args.task} {bounds} source words {":".join(recorded)}' if args.recorded else
+         f'{args.task} {bounds}' + (f' {args.num_samples}' if task.draws_length_sets else ''))
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
-    if args.recorded and not os.path.exists(bleu.statistics_path(workdir)):
-      print(f'{workdir}: skipped, it recorded no sentence statistics ({bleu.STATISTICS_FILE})', flush=True)
-      continue
     if args.recorded:
       scores = cached(workdir, key, lambda: task.scores_by_recorded_length(
           workdir, bounds, checkpoint=recorded[0], bleu_name=recorded[1], data_dir=args.data_dir))
@@ -105,7 +103,10 @@ def main(argv: Sequence[str] | None = None) -> None:
       scores = cached(workdir, key, lambda: task.scores_by_depth(workdir))
     else:
       scores = cached(workdir, key, lambda: task.scores_by_length(workdir, bounds, num_samples=args.num_samples,
-                                                                  data_dir=data_dir))
+                                                                  data_dir=drawn_sets_dir))
+    if scores is None:
+      print(f'{workdir}: skipped, it recorded no sentence statistics', flush=True)
+      continue
     for bucket, score in scores.items():
       rows.append({'variant': variant, 'workdir': workdir, 'bucket': bucket, 'score': score['score'],
                    'examples': score['examples']})
@@ -130,7 +131,7 @@ def parse_recorded(parser: argparse.ArgumentParser, args: argparse.Namespace, ta
   if checkpoint not in CHECKPOINTS or name not in bleu.BLEU_NAMES:
     parser.error(f'--recorded={args.recorded}: want CHECKPOINT:BLEU, CHECKPOINT one of {list(CHECKPOINTS)}, '
                  f'BLEU one of {list(bleu.BLEU_NAMES)}')
-  if args.by != 'length' or not args.data_dir:
+  if args.by != 'length' or not (args.data_dir or args.replot):
     parser.error('--recorded scores by length (--by=length) and needs --data_dir')
   return checkpoint, name
 

@@ -296,7 +296,6 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
   assert os.path.getsize(os.path.join(output_dir, 'depth', 'accuracy_by_depth.png')) > 0
 
 
-
 def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_sentences(tmp_path):
   """A committed run keeps its sentence statistics, not its translations: the BLEU of a bucket of source
   lengths, summed from them, is the corpus BLEU of that bucket's translations scored anew."""
@@ -339,6 +338,9 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
   with pytest.raises(SystemExit):  # ListOps records no sentence statistics.
     length_generalisation.main(['--task=listops', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
                                 '--recorded=averaged:tokenized_bleu', f'--data_dir={text_dir}'])
+  with pytest.raises(SystemExit):  # Test text is read only for --recorded.
+    length_generalisation.main(['--task=translation', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
+                                f'--data_dir={text_dir}'])
 
 
 def listops_tokens(row: str) -> list[str]:

@@ -1,6 +1,7 @@
 """The GPU campaign's tiny mode on this CPU: every step it takes on a GPU, at CPU sizes, so that it cannot rot."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -9,6 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAMPAIGN = [sys.executable, os.path.join(ROOT, 'scripts', 'gpu_campaign.py')]
+FINISHING = 'study/runs/none/seed_0'
 TINY_RUN = ('listops --config=configs/listops/lra.py:cpu --config.model.num_layers=1 --config.model.emb_dim=32 '
             '--config.model.qkv_dim=32 --config.model.mlp_dim=64 --config.training.log_every_steps=2 '
             '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4')
@@ -19,13 +21,13 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   """A run that finishes comes back whole; one that cannot finish is stopped at the deadline and still brings
   its metrics; a committed one is not run again; everything returned is a handful of small files."""
   plan = tmp_path / 'plan.txt'
-  plan.write_text('# Two tiny runs.\n'
-                  f'finishing {TINY_RUN.replace("listops", "listops JAX_DEFAULT_MATMUL_PRECISION=highest", 1)} '
+  plan.write_text('# Two tiny runs, each named by the folder it is committed to.\n'
+                  f'{FINISHING} {TINY_RUN.replace("listops", "listops JAX_DEFAULT_MATMUL_PRECISION=highest", 1)} '
                   '--config.training.num_train_steps=8\n'
                   f'endless {TINY_RUN} --config.training.num_train_steps=1000000 --config.model.pos_encoding=alibi\n'
-                  f'committed {TINY_RUN}\n')
-  (tmp_path / 'committed' / 'committed').mkdir(parents=True)
-  (tmp_path / 'committed' / 'committed' / 'results.json').write_text('{}')
+                  f'study/runs/committed/seed_0 {TINY_RUN}\n')
+  (tmp_path / 'committed' / 'study' / 'runs' / 'committed' / 'seed_0').mkdir(parents=True)
+  (tmp_path / 'committed' / 'study' / 'runs' / 'committed' / 'seed_0' / 'results.json').write_text('{}')
   out = tmp_path / 'out'
   campaign = [*CAMPAIGN, '--tiny', f'--work={tmp_path / "work"}', f'--plan={plan}',
               f'--committed={tmp_path / "committed"}', '--least_seconds=20', '--grace_seconds=10']
@@ -39,23 +41,22 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   assert lra['status'] == 'ok' and sorted(lra['figures']) == ['alibi', 'none']
   assert lra['figures']['none']['steps_per_second'] > 0
   runs = summary['runs']
-  assert sorted(runs) == ['endless', 'finishing'] and summary['skipped_as_committed'] == ['committed']
-  assert runs['finishing']['status'] == 'finished' and runs['finishing']['step'] == 8
-  assert 0 <= runs['finishing']['test']['accuracy'] <= 1 and runs['finishing']['compile_seconds'] > 0
+  assert sorted(runs) == ['endless', FINISHING] and summary['skipped_as_committed'] == ['study/runs/committed/seed_0']
+  assert runs[FINISHING]['status'] == 'finished' and runs[FINISHING]['step'] == 8
+  assert 0 <= runs[FINISHING]['test']['accuracy'] <= 1 and runs[FINISHING]['compile_seconds'] > 0
   assert runs['endless']['status'] == 'stopped at the deadline' and runs['endless']['last_train_step'] >= 2
   assert runs['endless']['beside'] == 1  # It shared the device with the finishing run.
-  assert runs['finishing']['env'] == {'JAX_DEFAULT_MATMUL_PRECISION': 'highest'} and runs['endless']['env'] == {}
+  assert runs[FINISHING]['env'] == {'JAX_DEFAULT_MATMUL_PRECISION': 'highest'} and runs['endless']['env'] == {}
   with tarfile.open(out / 'runs.tar.gz') as tar:
-    names = set(tar.getnames())
-    results = json.load(tar.extractfile('runs/finishing/results.json'))
+    names = {member.name for member in tar.getmembers() if member.isfile()}
+    results = json.load(tar.extractfile(f'runs/{FINISHING}/results.json'))
   assert results['provenance']['default_matmul_precision'] == 'highest'  # The plan's setting reached the run.
-  assert {'runs/finishing/results.json', 'runs/finishing/metrics.jsonl', 'runs/endless/metrics.jsonl',
-          'runs/endless/train.log'} <= names
-  assert not [name for name in names if 'checkpoints' in name]
+  assert names == {f'runs/{FINISHING}/{name}' for name in ('results.json', 'metrics.jsonl', 'config.json', 'train.log')
+                   } | {f'runs/endless/{name}' for name in ('metrics.jsonl', 'config.json', 'train.log')}
   with tarfile.open(out / 'traces_lra.tar.gz') as tar:
     assert any(name.endswith('.xplane.pb') for name in tar.getnames())
   text = (out / 'summary.md').read_text()
-  assert '| finishing | finished |' in text and '| endless | stopped at the deadline |' in text
+  assert f'| {FINISHING} | finished |' in text and '| endless | stopped at the deadline |' in text
 
   # A second command in the same work folder, as on a machine still warm: the data and the finished run are
   # kept, and the stopped run resumes from its checkpoint.
@@ -65,7 +66,7 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
   assert 'kept the matching' in (tmp_path / 'work' / 'listops_data' / 'generate.log').read_text()
   runs = json.loads((again / 'summary.json').read_text())['runs']
-  assert runs['finishing']['status'] == 'finished in an earlier command' and runs['finishing']['step'] == 8
+  assert runs[FINISHING]['status'] == 'finished in an earlier command' and runs[FINISHING]['step'] == 8
   assert runs['endless']['status'] == 'stopped at the deadline'
   assert 'resum' in (tmp_path / 'work' / 'runs' / 'endless' / 'train.log').read_text().lower()
 
@@ -79,9 +80,22 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
   assert f'{plan}:3: expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of' in process.stderr
 
 
+@pytest.mark.parametrize('line, error', [
+    ('../elsewhere listops --config=x', 'a relative folder such as STUDY/runs/VARIANT/seed_S'),
+    ('/abs/path listops --config=x', 'a relative folder'),
+    ('study/runs/x/seed_0 listops PRECISION=highest', 'expected NAME TASK [VARIABLE=VALUE...] FLAGS...'),
+])
+def test_a_plan_line_names_a_folder_under_results_and_has_flags(tmp_path, line, error):
+  import gpu_campaign  # noqa: PLC0415
+  plan = tmp_path / 'plan.txt'
+  plan.write_text(line + '\n')
+  with pytest.raises(ValueError, match=re.escape(error)):
+    gpu_campaign.read_plan(str(plan))
+
+
 def test_the_committed_plan_reads_and_names_each_run_once():
   import gpu_campaign  # noqa: PLC0415
   plan = gpu_campaign.read_plan(gpu_campaign.PLAN)
-  assert plan[0].name == 'lra_fused_none_s0' and len({run.name for run in plan}) == len(plan)
+  assert plan[0].name == 'listops_lra_fused/runs/none/seed_0' and len({run.name for run in plan}) == len(plan)
   tiny = [run for run in plan if '--config=configs/translation/multi30k.py:tiny' in run.flags]
   assert tiny and all(run.env == (('JAX_DEFAULT_MATMUL_PRECISION', 'highest'),) for run in tiny)

@@ -1,6 +1,7 @@
 """Test BLEU by source length, for `scripts/length_generalisation.py`: from the translations a run wrote, or,
 for a committed run (which keeps neither translations nor tokenizer), from the sentence statistics it recorded."""
 import dataclasses
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,10 +36,12 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 
 
 
 def recorded_scores_by_length(run_dir: str, bounds: Sequence[int], *, checkpoint: str, bleu_name: str,
-                              data_dir: str) -> dict[str, dict]:
+                              data_dir: str) -> dict[str, dict] | None:
   """Per bucket of source length in words (whitespace-separated, the same for every run): BLEU `bleu_name` of
   `checkpoint`, from RUN_DIR/bleu_statistics.json pooled over the run's test splits, whose text is read from
-  `data_dir` (the run's own may be another machine's path)."""
+  `data_dir` (the run's own may be another machine's path); None for a run that recorded no statistics."""
+  if not os.path.isfile(bleu.statistics_path(run_dir)):
+    return None
   data = dataclasses.replace(read_data(read_config(run_dir).data), data_dir=data_dir)
   protocol = bleu.protocols(data)[bleu_name]
   lengths, statistics = [], []
