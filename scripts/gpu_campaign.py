@@ -34,6 +34,7 @@ import os
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -42,12 +43,14 @@ from collections.abc import Sequence
 
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import DataError
+from lra_posenc.tasks import TASKS
+from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
+from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json_if_present
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
 COMMITTED = os.path.join(ROOT, 'results')
-TASK_MODULES = {'listops': 'lra_posenc.listops.train', 'translation': 'lra_posenc.translation.train'}
-RUN_FILES = ('results.json', 'metrics.jsonl', 'config.json', 'train.log')
+RUN_FILES = (RESULTS_FILE, HISTORY_FILE, CONFIG_FILE, TRAIN_LOG)
 ENVIRONMENT_SETTING = re.compile(r'[A-Z][A-Z0-9_]*=.*')  # A plan line's VARIABLE=VALUE, before its flags.
 MAX_FILE_BYTES = 16 * 2**20  # The device tool returns no larger file.
 BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--eval=false', '--decode=false']
@@ -108,9 +111,9 @@ def read_plan(path: str) -> list[PlannedRun]:
       if not words:
         continue
       settings = list(itertools.takewhile(ENVIRONMENT_SETTING.fullmatch, words[2:]))
-      if len(words) < 3 + len(settings) or words[1] not in TASK_MODULES:
+      if len(words) < 3 + len(settings) or words[1] not in TASKS:
         raise DataError(path, number,
-                        f'expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of {sorted(TASK_MODULES)}')
+                        f'expected NAME TASK [VARIABLE=VALUE...] FLAGS... with TASK one of {sorted(TASKS)}')
       name = words[0]
       if os.path.isabs(name) or os.path.normpath(name) != name or name.split('/')[0] == '..':
         raise DataError(path, number, f'run name {name!r}: a relative folder such as STUDY/runs/VARIANT/seed_S')
@@ -237,11 +240,11 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
   """Starts the plan's runs in order while --least_seconds remain, at most `parallel` at once; stops them all
   (SIGTERM, then SIGKILL after `grace_seconds`) `grace_seconds` before the deadline. A run that finished in an
   earlier command in this work folder is reported again, not run."""
-  pending = [run for run in plan if not os.path.exists(os.path.join(committed, run.name, 'results.json'))]
+  pending = [run for run in plan if not os.path.exists(os.path.join(committed, run.name, RESULTS_FILE))]
   campaign.summary['skipped_as_committed'] = [run.name for run in plan if run not in pending]
   for run in list(pending):
     workdir = os.path.join(campaign.work, 'runs', run.name)
-    if os.path.exists(os.path.join(workdir, 'results.json')):
+    if os.path.exists(os.path.join(workdir, RESULTS_FILE)):
       pending.remove(run)
       campaign.summary['runs'][run.name] = {'status': 'finished in an earlier command', 'beside': '-'} | run_figures(
           workdir)
@@ -256,11 +259,11 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
       if run.task == 'listops' and generating.wait() != 0:
         raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
       data_dir = listops_data if run.task == 'listops' else multi30k
-      command = [sys.executable, '-m', TASK_MODULES[run.task], f'--workdir={workdir}', *run.flags,
+      command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}', *run.flags,
                  f'--config.data.data_dir={data_dir}',
                  f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
       print(f'[{run.name}] {shlex.join(command)}', flush=True)
-      with open(os.path.join(workdir, 'train.log'), 'a') as log:  # A resumed run's log goes on.
+      with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:  # A resumed run's log goes on.
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env | dict(run.env))
       running[run.name] = (process, time.perf_counter())
       campaign.summary['runs'][run.name] = {'command': command, 'env': dict(run.env), 'status': 'running',
@@ -296,32 +299,32 @@ def exit_status(returncode: int) -> str:
 
 
 def run_figures(workdir: str) -> dict:
-  """A run's headline numbers, from its results.json or else from its metrics.jsonl."""
+  """A run's headline numbers, from its results.json or else from its metrics.jsonl (whose last line a run
+  killed at the deadline may have cut short)."""
   figures = {}
-  results_path, metrics_path = (os.path.join(workdir, name) for name in ('results.json', 'metrics.jsonl'))
-  if os.path.exists(results_path):
-    with open(results_path) as f:
-      results = json.load(f)
+  results = read_json_if_present(os.path.join(workdir, RESULTS_FILE))
+  if results is not None:
     figures |= {'step': results['step'], 'best_step': results['best_step'],
                 'test': {k: v for k, v in results['test'].items() if isinstance(v, (int, float))},
                 'train_seconds': results['train_seconds_this_run'],
                 'compile_seconds': results['runs'][-1].get('compile_seconds'), 'attention': results['attention']}
-  if os.path.exists(metrics_path):
-    with open(metrics_path) as f:
-      records = [json.loads(line) for line in f if line.strip()]
-    rates = sorted(r['steps_per_second'] for r in records if r['prefix'] == 'train' and 'steps_per_second' in r)
-    validation = [r for r in records if r['prefix'] == 'validation']
-    figures |= {'median_steps_per_second': rates[len(rates) // 2] if rates else None,
-                'last_train_step': max((r['step'] for r in records if r['prefix'] == 'train'), default=0),
+  train, validation = (read_history(workdir, prefix) for prefix in ('train', 'validation'))
+  if train or validation:
+    rates = [record['steps_per_second'] for record in train if 'steps_per_second' in record]
+    figures |= {'median_steps_per_second': statistics.median(rates) if rates else None,
+                'last_train_step': train[-1]['step'] if train else 0,
                 'last_validation': validation[-1] if validation else None}
   return figures
 
 
 def devices() -> dict:
-  import jax  # Here, not at the top: the campaign's steps run in processes of their own.
-  return {'jax': jax.__version__, 'backend': jax.default_backend(),
-          'default_matmul_precision': str(jax.config.jax_default_matmul_precision),
-          'devices': [{'platform': d.platform, 'device_kind': d.device_kind} for d in jax.devices()]}
+  """The backend and its devices, asked in a process of its own: jax in this one would hold most of the GPU's
+  memory (XLA preallocates on first use) for the campaign's whole length."""
+  query = ('import json, jax; print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(), '
+           '"default_matmul_precision": str(jax.config.jax_default_matmul_precision), "devices": [{"platform": '
+           'd.platform, "device_kind": d.device_kind} for d in jax.devices()]}))')
+  output = subprocess.run([sys.executable, '-c', query], check=True, capture_output=True, text=True).stdout
+  return json.loads(output.splitlines()[-1])
 
 
 def markdown(summary: dict) -> str:
