@@ -2,22 +2,24 @@
 finished run, summaries over seeds, their table, notes and convergence plot (`scripts/sweep.py` runs it)."""
 import concurrent.futures
 import csv
-import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
+import ml_collections
 import numpy as np
+from absl import flags
+from ml_collections import config_flags
 
 from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, save_line_plot
 from lra_posenc.tasks import TaskSpec
 from lra_posenc.training import provenance
+from lra_posenc.training.cli import user_error_message
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.workdir import read_json, write_json
+from lra_posenc.training.workdir import RESULTS_FILE, TRAIN_LOG, read_json_if_present, write_json
 
-RESULTS_FILE = 'results.json'
 WALL_TIME_FILE = 'sweep_wall_time.json'
 LABEL_COLUMNS = ('variant', 'seed', 'device')  # A run's labels; every other column of a row is a figure.
 
@@ -26,6 +28,34 @@ def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
                      overrides: Sequence[tuple[str, str]]) -> list[str]:
   command = [sys.executable, '-m', task.module, f'--config={config}', f'--workdir={workdir}', f'--config.seed={seed}']
   return command + [f'--config.{key}={value}' for key, value in overrides]
+
+
+def run_config(config: str, overrides: Sequence[tuple[str, str]]) -> ml_collections.ConfigDict:
+  """The config a training command of `config` (PATH[:ARG]) with `overrides` builds, parsed as its flags are."""
+  argv = ['sweep', f'--config={config}', *(f'--config.{key}={value}' for key, value in overrides)]
+  flag_values = flags.FlagValues()
+  config_flags.DEFINE_config_file('config', None, 'The config file.', flag_values=flag_values, lock_config=True,
+                                  sys_argv=argv)
+  flag_values(argv)
+  return flag_values.config
+
+
+def check_run_configs(task: TaskSpec, config: str, variants: Sequence[Variant],
+                      settings: Sequence[tuple[str, str]] = ()) -> None:
+  """Raises ValueError, naming the variant and the bad key, if any variant's config would fail to train: one
+  error now, not one per run in its train.log."""
+  for variant in variants:
+    overrides = list(settings) + list(variant.overrides)
+    try:
+      run = run_config(config, overrides)
+    except (KeyError, AttributeError, OSError, flags.Error) as error:  # As training's flag parsing fails.
+      reason = user_error_message(error, [f'--config={config}', *(f'--config.{k}={v}' for k, v in overrides)],
+                                  parsing=True)
+      raise ValueError(f'variant {variant.spec!r}: {reason}') from None
+    try:
+      task.read_settings(run)
+    except ValueError as error:
+      raise ValueError(f'variant {variant.spec!r}: {error}') from None
 
 
 def run_dir(output_dir: str, variant: Variant, seed: int) -> str:
@@ -39,7 +69,7 @@ def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | Non
   wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
   record = read_json_if_present(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
   start = time.perf_counter()
-  with open(os.path.join(workdir, 'train.log'), 'a') as log:
+  with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:
     log.write(f'$ {" ".join(command)}\n')
     log.flush()
     training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -206,8 +236,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
     writer.writeheader()
     writer.writerows(rows)
   summaries = variant_summaries(rows, variants)
-  with open(os.path.join(report_dir, 'summary.json'), 'w') as f:
-    json.dump(summaries, f, indent=2)
+  write_json(os.path.join(report_dir, 'summary.json'), summaries, sort_keys=False)
   table = summary_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
   table += budget_note(summaries) + device_note(summaries)
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
@@ -217,11 +246,6 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
                    f'{task.validation_label} during training ({os.path.basename(os.path.normpath(output_dir))})')
   print(table)
   return summaries
-
-
-def read_json_if_present(path: str) -> dict | None:
-  """The JSON file at `path`, or None where a run has not written it."""
-  return read_json(path) if os.path.exists(path) else None
 
 
 def train_all(task: TaskSpec, config: str, output_dir: str, variants: Sequence[Variant], seeds: Sequence[int],
@@ -237,7 +261,7 @@ def train_all(task: TaskSpec, config: str, output_dir: str, variants: Sequence[V
     print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
     command = training_command(task, config, workdir, seed, list(settings) + list(variant.overrides))
     if run_training(command, workdir, env):
-      print(f'FAILED: {variant.spec} seed {seed}; see {workdir}/train.log', flush=True)
+      print(f'FAILED: {variant.spec} seed {seed}; see {os.path.join(workdir, TRAIN_LOG)}', flush=True)
       return workdir
     return None
 

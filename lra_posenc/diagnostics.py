@@ -16,8 +16,7 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline  # noqa: E402
 from lra_posenc.listops import settings as listops_settings  # noqa: E402
-from lra_posenc.training.checkpointing import restore_best  # noqa: E402
-from lra_posenc.training.config_checks import task_of  # noqa: E402
+from lra_posenc.training.checkpointing import read_task_config, restore_best  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
 
@@ -81,7 +80,9 @@ def high_dimension_fraction(rows: np.ndarray, threshold: float = CORRELATION_THR
   return best / width
 
 
-def row_diagnostics(rows: np.ndarray, lengths: Sequence[int]) -> dict:
+def row_diagnostics(rows: np.ndarray, lengths: Sequence[int]) -> tuple[dict, np.ndarray]:
+  """The rows' figures (shape, norms, numerical rank, the high-dimension fraction per length) and their
+  position-by-position cosine similarity."""
   singular_values = np.linalg.svd(rows.astype(np.float64), compute_uv=False)
   # Rank at the precision the model sees the table in (float32), with numpy's default rule.
   tolerance = singular_values.max() * max(rows.shape) * np.finfo(np.float32).eps
@@ -149,19 +150,20 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
 
 def listops_attention(workdir: str, expression: str, path: str) -> dict:
   """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
+  read_task_config(workdir, 'listops')  # Attention maps are drawn for ListOps inputs.
   config, params, step = restore_best(workdir)
-  if task_of(config) != 'listops':
-    raise ValueError(f'{workdir}: attention maps are drawn for ListOps runs; this run is not one')
   tokens = input_pipeline.tokenize(expression)
   unknown = [t for t in tokens if t not in input_pipeline.TOKEN_IDS]
   if not tokens or unknown:
     raise ValueError(f'--expression: {unknown or "no tokens"}; ListOps tokens are {input_pipeline.VOCAB[1:]}')
   ids = jnp.asarray([[input_pipeline.TOKEN_IDS[t] for t in tokens]], jnp.int32)
-  logits, state = listops_settings.create_model(config).apply({'params': params}, ids, train=False, mutable=['intermediates'])
+  run = listops_settings.read_settings(config)
+  model = run.model
+  logits, state = model.apply({'params': params}, ids, train=False, mutable=['intermediates'])
   encoder = state['intermediates']['encoder']
   layers = [np.asarray(encoder[f'block_{i}']['MultiHeadAttention_0']['attention_weights'][0])[0]
-            for i in range(config.model.num_layers)]
-  labels = (['[CLS]'] if config.model.pooling == 'cls' else []) + tokens
+            for i in range(model.config.num_layers)]
+  labels = (['[CLS]'] if model.pooling == 'cls' else []) + tokens
   heads = layers[0].shape[0]
   figure, axes = plt.subplots(len(layers), heads, figsize=(3 * heads + 1, 3 * len(layers) + 0.6), squeeze=False,
                               layout='constrained')
@@ -176,8 +178,8 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
         ax.set_yticks(range(len(labels)), labels, fontsize=5)
   figure.colorbar(image, ax=axes, shrink=0.8, label='attention weight')
   prediction = int(np.argmax(logits[0]))
-  label = generator.evaluate_tokens(tokens) % config.data.generator.label_modulus
-  figure.suptitle(f'{config.model.pos_encoding}, best step {step}: {expression}\ntrue label {label}, predicted '
+  label = generator.evaluate_tokens(tokens) % run.data.generator['label_modulus']
+  figure.suptitle(f'{model.config.pos_encoding}, best step {step}: {expression}\ntrue label {label}, predicted '
                   f'{prediction} (rows: queries, columns: keys)')
   figure.savefig(path, dpi=100)
   plt.close(figure)

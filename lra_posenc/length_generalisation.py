@@ -1,17 +1,17 @@
 """Runs of a comparison scored by input length (or nesting depth): the scores each run keeps, summaries over
 seeds, pairings with an earlier report, tables and the plot (`scripts/length_generalisation.py` writes them)."""
 import csv
-import json
 import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from lra_posenc import encodings
+from lra_posenc.data.files import read_csv_figures
 from lra_posenc.sweeps import (CANNOT_EXTRAPOLATE, comparison_figure, length_table, mean_and_std, mean_std_cell,
                                save_line_plot, spec_of_directory)
 from lra_posenc.tasks import TaskSpec
-from lra_posenc.training.workdir import write_json
+from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present, write_json
 
 CACHE_FILE = 'length_scores.json'
 
@@ -27,7 +27,7 @@ def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
       continue
     for seed_dir in sorted(os.listdir(variant_dir)):
       workdir = os.path.join(variant_dir, seed_dir)
-      if os.path.exists(os.path.join(workdir, 'results.json')):
+      if os.path.exists(os.path.join(workdir, RESULTS_FILE)):
         runs.append((spec_of_directory(variant), workdir))
   if not runs:
     raise FileNotFoundError(f'{sweep_dir}: no finished runs (VARIANT/seed_S/results.json)')
@@ -38,10 +38,7 @@ def cached(workdir: str, key: str, score: Callable[[], dict | None]) -> dict | N
   """`score()`, kept in WORKDIR/length_scores.json under `key` so that re-runs score only new runs (None, a run
   with nothing to score, is not kept)."""
   path = os.path.join(workdir, CACHE_FILE)
-  cache = {}
-  if os.path.exists(path):
-    with open(path) as f:
-      cache = json.load(f)
+  cache = read_json_if_present(path) or {}
   if key not in cache:
     scores = score()
     if scores is None:
@@ -66,8 +63,7 @@ def bucket_summaries(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:
 
 def read_runs_csv(path: str) -> list[dict]:
   """The rows of a report's runs.csv, scores as floats; an empty score (cannot extrapolate) is None."""
-  with open(path, newline='') as f:
-    return [row | {'score': float(row['score']) if row['score'] else None} for row in csv.DictReader(f)]
+  return read_csv_figures(path, lambda column: column == 'score')
 
 
 def paired_changes(rows: Sequence[dict], earlier: Sequence[dict]) -> dict[str, dict[str, dict]]:
@@ -174,8 +170,8 @@ def write_report(rows: Sequence[dict], buckets: Sequence[str], baseline: dict[st
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-  with open(os.path.join(output_dir, 'summary.json'), 'w') as f:
-    json.dump({'buckets': list(buckets), 'variants': summary, 'majority_class': baseline or None}, f, indent=2)
+  write_json(os.path.join(output_dir, 'summary.json'),
+             {'buckets': list(buckets), 'variants': summary, 'majority_class': baseline or None}, sort_keys=False)
   table = length_table(summary, buckets, baseline or None, digits=digits)
   with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
     f.write(table)
@@ -190,8 +186,8 @@ def write_paired_report(rows: Sequence[dict], buckets: Sequence[str], paired_wit
   if not paired:
     raise ValueError(f'--paired_with={paired_with}: no run of this report has the same variant, seed '
                      'directory and bucket there')
-  with open(os.path.join(output_dir, 'paired.json'), 'w') as f:
-    json.dump({'paired_with': paired_with, 'variants': paired}, f, indent=2)
+  write_json(os.path.join(output_dir, 'paired.json'), {'paired_with': paired_with, 'variants': paired},
+             sort_keys=False)
   table = paired_table(paired, buckets, paired_with, digits=digits)
   with open(os.path.join(output_dir, 'paired.md'), 'w') as f:
     f.write(table)

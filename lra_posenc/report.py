@@ -9,7 +9,6 @@ writes RESULTS_DIR/SUMMARY.md, RESULTS_DIR/summary.png and the folder index RESU
 the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after its first paragraph if it has none).
 """
 import argparse
-import csv
 import os
 import re
 from collections.abc import Sequence
@@ -18,9 +17,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
 
-from lra_posenc import comparison, sweeps, tasks
+from lra_posenc import comparison, length_generalisation, sweeps, tasks
+from lra_posenc.data.files import read_csv_figures
 from lra_posenc.training.checkpointing import read_config
-from lra_posenc.training.workdir import read_json
+from lra_posenc.training.workdir import RESULTS_FILE, read_json, read_json_if_present
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_data
 
@@ -84,9 +84,8 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
   BUCKET majority'), and, apart from the figures, its 'ended' reason and 'run_dir' (None from a runs.csv)."""
   path = os.path.join(results_dir, source)
   if source.endswith('.csv'):
-    with open(path, newline='') as f:
-      return [{key: value if key in comparison.LABEL_COLUMNS else _number(value) for key, value in row.items()}
-              | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None} for row in csv.DictReader(f)]
+    return [row | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None}
+            for row in read_csv_figures(path, lambda column: column not in comparison.LABEL_COLUMNS)]
   runs = []
   for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
     seeds = sorted((int(name.removeprefix('seed_')), os.path.join(path, directory, name))
@@ -96,12 +95,12 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
       row = comparison.run_row(task, variant, seed, run_dir, task.default_target)
       if row is None:
         continue
-      length_scores = comparison.read_json_if_present(os.path.join(run_dir, 'length_scores.json')) or {}
+      length_scores = read_json_if_present(os.path.join(run_dir, length_generalisation.CACHE_FILE)) or {}
       for length_set, buckets in length_scores.items():
         for bucket, scores in buckets.items():
           row[f'{length_set} {bucket}'] = scores['score']
           row[f'{length_set} {bucket} majority'] = scores.get('majority')
-      reason = read_json(os.path.join(run_dir, comparison.RESULTS_FILE)).get('training_ended', {}).get('reason')
+      reason = read_json(os.path.join(run_dir, RESULTS_FILE)).get('training_ended', {}).get('reason')
       runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir})
   return runs
 
@@ -415,10 +414,6 @@ def _host(provenance: dict) -> str:
   if cpu:
     return f"{cpu['model']} (family {cpu['family']}, model {cpu['model_number']})"
   return 'CPU, model not recorded'
-
-
-def _number(text: str) -> float | None:
-  return float(text) if text else None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

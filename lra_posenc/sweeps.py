@@ -86,7 +86,7 @@ def comparison_figure(num_variants: int) -> tuple[plt.Figure, plt.Axes]:
   return figure, axes
 
 
-def save_line_plot(figure, axes, path: str, *, legend_title: str | None = None) -> None:
+def save_line_plot(figure: plt.Figure, axes: plt.Axes, path: str, *, legend_title: str | None = None) -> None:
   """The comparison plots' common finish: grid, the legend beside the axes (never over data), PNG, figure closed."""
   axes.grid(alpha=0.3)
   axes.title.set_wrap(True)  # A long title over axes narrowed by the legend would run off the figure's left edge.

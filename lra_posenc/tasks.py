@@ -10,9 +10,12 @@ import ml_collections
 
 from lra_posenc import benchmarking
 from lra_posenc.listops import length_scores as listops_length_scores
+from lra_posenc.listops import settings as listops_settings
 from lra_posenc.listops import train as listops_train
+from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training.task import Task
 from lra_posenc.translation import length_scores as translation_length_scores
+from lra_posenc.translation import settings as translation_settings
 from lra_posenc.translation import train as translation_train
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.
@@ -30,6 +33,9 @@ class TaskSpec:
     module: its training program (`python -m MODULE --config=... --workdir=...`).
     create_task: (config, workdir) -> the trainer's Task, data read (or generated).
     benchmark_workload: config -> the model on synthetic batches of the config's shapes.
+    read_settings: config -> its typed settings, every section checked and no data read (raises ValueError
+      naming the bad key).
+    transformer_of: config (a trained run's, say) -> its Transformer stack, checked, at the positions it serves.
     test_metrics: the scores in results.json's test_sets[split] that sweeps tabulate, the headline first.
     validation_metric: the trainer's selection metric, as metrics.jsonl records it.
     validation_label: what that metric is, for axes and titles.
@@ -45,6 +51,8 @@ class TaskSpec:
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
   benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
+  read_settings: Callable[[ml_collections.ConfigDict], object]
+  transformer_of: Callable[[ml_collections.ConfigDict], TransformerConfig]
   test_metrics: tuple[str, ...]
   validation_metric: str
   validation_label: str
@@ -60,13 +68,15 @@ class TaskSpec:
 
 TASKS: dict[str, TaskSpec] = {
     'listops': TaskSpec('lra_posenc.listops.train', listops_train.create_task, listops_train.benchmark_workload,
+                        listops_settings.read_settings, listops_settings.transformer_of,
                         test_metrics=('accuracy',), validation_metric='accuracy',
                         validation_label='validation accuracy', default_target=0.4,
                         test_score_label='test accuracy', test_score_title='ListOps test accuracy',
                         test_score_digits=3, scores_by_length=listops_length_scores.scores_by_length,
                         draws_length_sets=True, scores_by_depth=listops_length_scores.scores_by_depth),
     'translation': TaskSpec('lra_posenc.translation.train', translation_train.create_task,
-                            translation_train.benchmark_workload,
+                            translation_train.benchmark_workload, translation_settings.read_settings,
+                            translation_settings.transformer_of,
                             # sacreBLEU (the headline), then the Multi30k literature's tokenized lowercased BLEU.
                             test_metrics=('bleu', 'tokenized_bleu'), validation_metric='accuracy',
                             validation_label='validation token accuracy (teacher-forced)', default_target=0.5,

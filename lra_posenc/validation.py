@@ -1,5 +1,5 @@
 """The checks every choice- or range-valued setting goes through, so all such errors read alike."""
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import ml_collections
 
@@ -31,3 +31,18 @@ def check_positive(section: ml_collections.ConfigDict, path: str, *keys: str) ->
 def check_section_choice(section: ml_collections.ConfigDict, path: str, key: str, choices: Iterable[str]) -> None:
   """The config section's `key` must be one of `choices`."""
   check_choice(f'{path}.{key}', section[key], choices)
+
+
+def comma_separated(flag: str, text: str, kind: Callable[[str], float], *, at_least: float | None = None
+                    ) -> list[float]:
+  """`text`, the value of `flag`, as 'A,B,...' of `kind` (int or float), each at least `at_least`; raises
+  ValueError naming the flag and the bad item."""
+  values = []
+  for item in text.split(','):
+    try:
+      values.append(kind(item))
+    except ValueError:
+      raise ValueError(f'{flag}={text}: {item!r} is not {"an integer" if kind is int else "a number"}') from None
+    if at_least is not None and values[-1] < at_least:
+      raise ValueError(f'{flag}={text}: {item} is below {at_least:g}')
+  return values

@@ -38,13 +38,14 @@ import sys
 import tempfile
 
 import jax
+import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
 
 from lra_posenc import benchmarking, encodings
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import cli, distributed, provenance
-from lra_posenc.validation import check_choice
+from lra_posenc.validation import check_choice, comma_separated
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')
@@ -52,8 +53,8 @@ flags.DEFINE_enum('task', 'listops', sorted(TASKS), 'Which task the config belon
 flags.DEFINE_string('encodings', '', "Comma-separated encodings, or 'all'; empty: the config's own.")
 flags.DEFINE_string('reference', '', 'The encoding whose step time the ratios divide by (one of --encodings); '
                     'empty: the first of them.')
-flags.DEFINE_integer('windows', 5, 'Timed windows (after one warm-up window); the median counts.')
-flags.DEFINE_integer('steps_per_window', 20, 'Steps per timed window.')
+flags.DEFINE_integer('windows', 5, 'Timed windows (after one warm-up window); the median counts.', lower_bound=1)
+flags.DEFINE_integer('steps_per_window', 20, 'Steps per timed window.', lower_bound=1)
 flags.DEFINE_bool('eval', True, 'Also time the eval step.')
 flags.DEFINE_bool('decode', True, 'Also time beam-search decoding (translation).')
 flags.DEFINE_float('peak_tflops', None, "Peak TFLOP/s per device for MFU, where the device's is not known.")
@@ -71,7 +72,7 @@ flags.DEFINE_integer('trace_steps', 20, 'Train steps each --trace_dir trace cove
 flags.DEFINE_string('out', '', 'Write the results here as JSON.')
 
 
-def throughput(config, encoding_names: list[str], reference: str) -> dict:
+def throughput(config: ml_collections.ConfigDict, encoding_names: list[str], reference: str) -> dict:
   """Train (and eval, decode) figures per encoding, with step-time ratios to `reference`'s.
 
   Train steps of all encodings are compiled first, then timed in interleaved windows.
@@ -169,7 +170,7 @@ def scaling(device_counts: list[int]) -> dict:
 MEMORY_SCHEDULER_FLAG = '--xla_cpu_enable_concurrency_optimized_scheduler=false'
 
 
-def memory_grid(config) -> dict:
+def memory_grid(config: ml_collections.ConfigDict) -> dict:
   """`benchmarking.train_step_memory` for every dtype x remat x attention dropout, in GiB per device.
 
   On a CPU it runs in a process of its own with XLA's memory-minimising scheduler.
@@ -195,7 +196,7 @@ def memory_grid(config) -> dict:
   return {'memory': rows}
 
 
-def profile_ops(config, shown: int = 20) -> dict:
+def profile_ops(config: ml_collections.ConfigDict, shown: int = 20) -> dict:
   """`benchmarking.operation_times` of the config's train step after a warm-up window; prints the costliest kinds."""
   timer = benchmarking.TrainStepTimer(config, TASKS[FLAGS.task].benchmark_workload(config))
   timer.run_window(FLAGS.steps_per_window)
@@ -222,7 +223,7 @@ def _reference(names: list[str]) -> str:
   return FLAGS.reference or names[0]
 
 
-def main(argv) -> None:
+def main(argv: list[str]) -> None:
   del argv
   config = FLAGS.config
   device = jax.local_devices()[0]
@@ -233,7 +234,7 @@ def main(argv) -> None:
              'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}
   if FLAGS.device_counts:
     del results['local_devices']  # Each run's own count is in its entry.
-    results |= scaling([int(c) for c in FLAGS.device_counts.split(',')])
+    results |= scaling(comma_separated('--device_counts', FLAGS.device_counts, int, at_least=1))
   elif FLAGS.memory_grid:
     results |= memory_grid(config)
   elif FLAGS.profile_ops:

@@ -18,8 +18,10 @@ import json
 import os
 from collections.abc import Sequence
 
+from lra_posenc.training.checkpointing import read_task_config
 from lra_posenc.translation.decoding_grid import decoding_grid, markdown_table
-from lra_posenc.translation.translate import CHECKPOINTS, check_translation_workdir
+from lra_posenc.translation.translate import CHECKPOINTS
+from lra_posenc.validation import comma_separated
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -32,13 +34,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help='The best checkpoint, or the mean of the last evaluated ones.')
   parser.add_argument('--output', help='JSON path (default: WORKDIR/decoding_grid/CHECKPOINT_SPLIT.json).')
   args = parser.parse_args(argv)
-  beam_sizes = [int(b) for b in args.beam_sizes.split(',')]
-  length_penalties = [float(p) for p in args.length_penalties.split(',')]
-  if min(beam_sizes) < 1 or min(length_penalties) < 0:
-    parser.error(f'--beam_sizes={args.beam_sizes} must be at least 1 and '
-                 f'--length_penalties={args.length_penalties} at least 0')
   try:
-    split = args.split or check_translation_workdir(args.workdir).data.validation_split
+    beam_sizes = comma_separated('--beam_sizes', args.beam_sizes, int, at_least=1)
+    length_penalties = comma_separated('--length_penalties', args.length_penalties, float, at_least=0)
+  except ValueError as error:
+    parser.error(str(error))
+  try:
+    split = args.split or read_task_config(args.workdir, 'translation').data.validation_split
   except ValueError as error:
     parser.error(f'--workdir: {error}')
   grid = decoding_grid(args.workdir, split, beam_sizes, length_penalties, args.checkpoint)

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 
 from lra_posenc import encodings
 from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
+from lra_posenc.tasks import TASKS
 from lra_posenc.training.checkpointing import restore_best
+from lra_posenc.training.config_checks import task_of
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -47,11 +49,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   summary = {}
   if args.workdir:
     config, params, _ = restore_best(args.workdir)
-    model = config.model
-    names = [model.pos_encoding]
-    options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
-    dim, num_heads, head_dim = model.emb_dim, model.num_heads, model.qkv_dim // model.num_heads
-    length = config.data.max_length + (model.get('pooling') == 'cls')  # The trained shape, [CLS] included.
+    model = TASKS[task_of(config)].transformer_of(config)  # The trained shape, [CLS] and all.
+    names, options = [model.pos_encoding], model.pos_encoding_options
+    dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
     trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))
   else:
     names = args.encodings.split(',')

@@ -11,6 +11,7 @@ import gzip
 import os
 import sys
 import urllib.request
+from collections.abc import Sequence
 
 BASE_URL = 'https://github.com/multi30k/dataset/raw/master/data/task1/raw'
 SPLIT_SIZES = {'train': 29000, 'val': 1014, 'test_2016_flickr': 1000, 'test_2017_flickr': 1000,
@@ -18,7 +19,7 @@ SPLIT_SIZES = {'train': 29000, 'val': 1014, 'test_2016_flickr': 1000, 'test_2017
 LANGUAGES = ('en', 'de', 'fr')
 
 
-def download(output_dir: str, *, base_url: str = BASE_URL, languages=LANGUAGES) -> list[str]:
+def download(output_dir: str, *, base_url: str = BASE_URL, languages: Sequence[str] = LANGUAGES) -> list[str]:
   """Fetches missing files into `output_dir`; returns the paths fetched. Raises on a wrong line count."""
   os.makedirs(output_dir, exist_ok=True)
   fetched = []

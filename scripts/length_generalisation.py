@@ -44,6 +44,7 @@ from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs,
 from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.translation import bleu
 from lra_posenc.translation.translate import CHECKPOINTS
+from lra_posenc.validation import comma_separated
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -86,8 +87,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(f'--by=depth: the inputs of --task={args.task} have no nesting depth')
   if args.by == 'length' and not args.bounds:
     parser.error('--bounds is required (unless --replot or --by=depth)')
-  bounds = [int(b) for b in args.bounds.split(',')] if args.by == 'length' else []
-  if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds)) or bounds[0] < 1):
+  if args.num_samples < 1:
+    parser.error(f'--num_samples={args.num_samples}: at least 1')
+  try:
+    bounds = comma_separated('--bounds', args.bounds, int, at_least=1) if args.by == 'length' else []
+  except ValueError as error:
+    parser.error(str(error))
+  if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds))):
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
   drawn_sets_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')  # Shared by the runs.
   # A run's scores are kept under what they depend on: a re-run with other bounds or samples scores anew.

@@ -33,6 +33,7 @@ import optax
 
 from lra_posenc import benchmarking
 from lra_posenc.config_files import load_config
+from lra_posenc.models.transformer import DTYPES
 from lra_posenc.training import provenance
 from lra_posenc.translation import train as translation_train
 
@@ -140,7 +141,7 @@ def main() -> None:
                         ('vocab', 8000), ('windows', 8), ('steps', 5)):
     parser.add_argument(f'--{flag}', type=int, default=default)
   parser.add_argument('--dropout', type=float, default=0.1)
-  parser.add_argument('--dtype', default='float32', choices=('float32', 'bfloat16'),
+  parser.add_argument('--dtype', default='float32', choices=sorted(DTYPES),
                       help='What both sides compute their matrix products in (parameters stay float32).')
   parser.add_argument('--encoding', default='sinusoidal', help='Our positional encoding (the peer: sinusoidal).')
   parser.add_argument('--output', help='Also write the figures to this JSON file.')

@@ -33,9 +33,10 @@ import sys
 from collections.abc import Sequence
 
 from lra_posenc import encodings
-from lra_posenc.comparison import tabulate, train_all
+from lra_posenc.comparison import check_run_configs, tabulate, train_all
 from lra_posenc.sweeps import parse_override, parse_variant
 from lra_posenc.tasks import TASKS
+from lra_posenc.validation import comma_separated
 
 
 def parse_setting(text: str) -> tuple[str, str]:
@@ -72,11 +73,16 @@ def main(argv: Sequence[str] | None = None) -> None:
   task = TASKS[args.task]
   try:
     variants = [parse_variant(spec) for spec in args.variants.split(',')]
-    seeds = [int(seed) for seed in args.seeds.split(',')]
+    seeds = comma_separated('--seeds', args.seeds, int)
   except ValueError as error:
     parser.error(str(error))
   if args.jobs < 1:
     parser.error(f'--jobs={args.jobs}: at least 1')
+  if not args.tabulate_only:
+    try:
+      check_run_configs(task, args.config, variants, args.settings)
+    except ValueError as error:
+      parser.error(str(error))
   failed = [] if args.tabulate_only else train_all(task, args.config, args.output_dir, variants, seeds,
                                                    args.settings, args.jobs)
   tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target,

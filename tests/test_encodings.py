@@ -9,6 +9,10 @@ from scipy import special
 
 from lra_posenc import encodings
 from lra_posenc.encodings import t5
+from lra_posenc.encodings.alibi import alibi_slopes
+from lra_posenc.encodings.chebyshev import chebyshev_table
+from lra_posenc.encodings.legendre import legendre_table
+from lra_posenc.encodings.sinusoidal import sinusoidal_table
 from lra_posenc.models import attention
 from lra_posenc.models.attention import broadcast_over_batch
 from lra_posenc.models.classifier import TransformerClassifier, randomized_positions
@@ -25,14 +29,14 @@ BIASES = [name for name in encodings.REGISTRY if encodings.default_terms(name).b
 def test_chebyshev_matches_closed_form(length, dim, max_len):
   x = 2.0 * np.arange(length) / (max_len - 1) - 1.0
   oracle = np.cos(np.arange(dim)[None, :] * np.arccos(np.clip(x, -1, 1))[:, None])
-  table = encodings.chebyshev_table(length, dim, max_len)
+  table = chebyshev_table(length, dim, max_len)
   assert table.dtype == np.float32 and table.shape == (length, dim)
   np.testing.assert_array_less(np.abs(table - oracle).max(), TABLE_TOLERANCE)
 
 
 def test_chebyshev_position_offset_shifts_grid():
-  shifted = encodings.chebyshev_table(10, 16, 64, position_offset=3)
-  np.testing.assert_allclose(shifted, encodings.chebyshev_table(13, 16, 64)[3:], atol=1e-7)
+  shifted = chebyshev_table(10, 16, 64, position_offset=3)
+  np.testing.assert_allclose(shifted, chebyshev_table(13, 16, 64)[3:], atol=1e-7)
 
 
 @pytest.mark.parametrize('length,dim,row_stride', [(4096, 1024, 9), (2048, 512, 5), (300, 64, 1), (50, 2, 1)])
@@ -42,7 +46,7 @@ def test_legendre_matches_scipy(length, dim, row_stride):
   rows = np.unique(np.append(np.arange(0, length, row_stride), length - 1))
   x = -1.0 + 2.0 * np.arange(dim) / (dim - 1)
   oracle = special.eval_legendre(rows[:, None], x[None, :])
-  table = encodings.legendre_table(length, dim)
+  table = legendre_table(length, dim)
   assert table.dtype == np.float32 and table.shape == (length, dim)
   np.testing.assert_array_less(np.abs(table[rows] - oracle).max(), TABLE_TOLERANCE)
 
@@ -51,28 +55,28 @@ def test_legendre_open_grid_and_offset():
   dim = 10
   x = -1.0 + 2.0 * np.arange(dim) / dim
   oracle = special.eval_legendre(np.arange(5, 25)[:, None], x[None, :])
-  table = encodings.legendre_table(20, dim, grid='open', position_offset=5)
+  table = legendre_table(20, dim, grid='open', position_offset=5)
   np.testing.assert_array_less(np.abs(table - oracle).max(), TABLE_TOLERANCE)
 
 
 def test_sinusoidal_matches_float64_and_interleaves():
   length, dim = 4096, 1024
   angles = np.arange(length)[:, None] / 10000.0 ** (np.arange(0, dim, 2) / dim)[None, :]
-  table = encodings.sinusoidal_table(length, dim)
+  table = sinusoidal_table(length, dim)
   np.testing.assert_array_less(np.abs(table[:, 0::2] - np.sin(angles)).max(), TABLE_TOLERANCE)
   np.testing.assert_array_less(np.abs(table[:, 1::2] - np.cos(angles)).max(), TABLE_TOLERANCE)
 
 
 def test_tables_are_read_only_and_cached():
-  table = encodings.legendre_table(64, 16)
-  assert encodings.legendre_table(64, 16) is table
+  table = legendre_table(64, 16)
+  assert legendre_table(64, 16) is table
   with pytest.raises(ValueError):
     table[0, 0] = 1.0
 
 
 def test_chebyshev_refuses_positions_beyond_max_len():
   with pytest.raises(encodings.CannotExtrapolate, match='cannot extrapolate'):
-    encodings.chebyshev_table(65, 8, 64)
+    chebyshev_table(65, 8, 64)
 
 
 def test_rope_scores_depend_only_on_relative_offset():
@@ -95,10 +99,10 @@ def test_rope_scores_depend_only_on_relative_offset():
 
 
 def test_alibi_slopes_follow_the_paper():
-  np.testing.assert_allclose(encodings.alibi_slopes(8), [2.0 ** -(i + 1) for i in range(8)])
+  np.testing.assert_allclose(alibi_slopes(8), [2.0 ** -(i + 1) for i in range(8)])
   # 12 heads: the 8-head slopes, then every other slope of the 16-head sequence.
   expected = [2.0 ** -(i + 1) for i in range(8)] + [2.0 ** -(0.5 + i) for i in range(4)]
-  np.testing.assert_allclose(encodings.alibi_slopes(12), expected, rtol=1e-6)
+  np.testing.assert_allclose(alibi_slopes(12), expected, rtol=1e-6)
 
 
 def test_alibi_bias_is_symmetric_distance_penalty():
@@ -178,7 +182,7 @@ def test_tables_are_constants_not_recomputed_in_the_step():
   tokens = jnp.ones((2, 16), jnp.int32)
   params = model.init({'params': jax.random.PRNGKey(0)}, tokens, train=False)['params']
   constants = jax.make_jaxpr(lambda p: model.apply({'params': p}, tokens, train=False))(params).consts
-  table = encodings.legendre_table(model.config.max_len, model.config.emb_dim)
+  table = legendre_table(model.config.max_len, model.config.emb_dim)
   assert any(np.shape(c) == table.shape and np.array_equal(c, table) for c in constants)
 
 
@@ -190,7 +194,7 @@ def test_non_extrapolating_encodings_reject_long_inputs(name):
 
 
 def test_explicit_positions_read_nan_beyond_the_table():
-  table = encodings.sinusoidal_table(4, 2)
+  table = sinusoidal_table(4, 2)
   rows = encodings.base.lookup(table, jnp.array([[0, 3, 4]]))
   assert np.isfinite(rows[0, :2]).all() and np.isnan(rows[0, 2]).all()
 

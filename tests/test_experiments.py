@@ -3,6 +3,7 @@ import csv
 import json
 import os
 import random
+import re
 import subprocess
 
 import jax
@@ -18,6 +19,8 @@ from configs.listops import lra
 from lra_posenc import comparison
 from lra_posenc import diagnostics as encoding_diagnostics
 from lra_posenc import encodings, sweeps
+from lra_posenc.encodings.legendre import legendre_table
+from lra_posenc.encodings.sinusoidal import sinusoidal_table
 from lra_posenc import length_generalisation as length_study
 from lra_posenc.config_files import load_config
 from lra_posenc.data import listops
@@ -28,6 +31,7 @@ from lra_posenc.tasks import TASKS
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
+from lra_posenc.translation.translator import create_translator
 from lra_posenc.training.metric_writer import MetricWriter, read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -204,6 +208,19 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
   assert row['averaged test_2017_flickr tokenized_bleu'] is None
   assert (row['best validation accuracy'], row['averaged validation accuracy']) == (0.4, 0.45)
   assert row['best step'] == 10
+
+
+@pytest.mark.parametrize('arguments,error', [
+    (['--variants=none,legendre:gird=open'], r"variant 'legendre:gird=open': .*legendre.gird is not a config key; "
+                                              r"did you mean 'grid'\?"),
+    (['--variants=rope', '--set=training.num_train_steps=0'], r"variant 'rope': training.num_train_steps=0 must be > 0"),
+    (['--variants=rope', '--config.model.emb_dim=x'], r"variant 'rope': flag --config.model.emb_dim=x: invalid literal")])
+def test_a_sweep_with_a_bad_config_fails_before_training_any_run(arguments, error, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_status:
+    sweep.main(['--task=listops', '--config=configs/listops/lra.py:sweep', f'--output_dir={tmp_path}', *arguments])
+  assert exit_status.value.code == 2
+  assert re.search(error, capsys.readouterr().err)
+  assert not os.listdir(tmp_path)
 
 
 @pytest.mark.slow
@@ -446,10 +463,10 @@ def test_sowed_attention_weights_are_the_ones_attention_uses():
 
 
 def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
-  sinusoidal = encodings.sinusoidal_table(64, 64)
+  sinusoidal = sinusoidal_table(64, 64)
   assert encoding_diagnostics.high_dimension_fraction(sinusoidal) > 0.2
   assert encoding_diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
-  legendre = encodings.legendre_table(64, 64)
+  legendre = legendre_table(64, 64)
   assert encoding_diagnostics.high_dimension_fraction(legendre) == 0.0
 
 
@@ -467,12 +484,30 @@ def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
   if kind == 'rows':
     assert values.shape == (20, width)
   if encoding == 'legendre':
-    np.testing.assert_allclose(values, encodings.legendre_table(20, 32), rtol=1e-6)
+    np.testing.assert_allclose(values, legendre_table(20, 32), rtol=1e-6)
   if encoding == 'rope':  # [cos, sin] rows: dot products are sums of cos(angle differences).
     np.testing.assert_allclose(values @ values.T, (values @ values.T).T, atol=1e-5)
     np.testing.assert_allclose(np.diag(values @ values.T), 4.0, rtol=1e-5)
   if kind == 'bias':
     assert values.shape == (4, 20, 20)
+
+
+@pytest.mark.parametrize('task', ['listops', 'translation'])
+def test_the_transformer_a_config_describes_has_the_learned_tables_shape(task):
+  """Diagnostics of a trained run rebuild its encoding from `transformer_of`: the shape the model trains."""
+  if task == 'listops':  # Randomized positions: the table covers 100 positions, not the input's 65.
+    config = lra.get_config('cpu')
+    config.model.update(pos_encoding='learned', randomized_positions=100)
+    model, inputs = listops_settings.create_model(config), (np.ones((1, 8), np.int32),)
+  else:  # Decoded outputs may run past training's and evaluation's lengths: the table covers them.
+    config = load_config('configs/translation/multi30k.py', 'tiny')
+    config.model.pos_encoding = 'learned'
+    config.decoding.max_output_length = max(config.data.max_length, config.data.max_eval_source_length) + 7
+    model, inputs = create_translator(config, None, (50, 50)).model, (np.ones((1, 8), np.int32),) * 2
+  params = model.init(jax.random.PRNGKey(0), *inputs, train=False)['params']
+  transformer = TASKS[task].transformer_of(config)
+  assert params['encoder']['pos_encoding']['table'].shape == (transformer.max_len, transformer.emb_dim)
+  assert transformer.max_len == (100 if task == 'listops' else config.decoding.max_output_length)
 
 
 @pytest.mark.slow
@@ -517,9 +552,8 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
     if expected == 'listops':  # Evaluation, length scores and diagnostics rebuild the model from it.
       listops_settings.create_model(upgraded)
     else:  # Translation, decoding grids and length scores read its data, model and decoding.
-      translation_settings.read_data(upgraded.data)
-      translation_settings.read_model(upgraded)
-      translation_settings.read_decoding(upgraded.decoding)
+      data = translation_settings.read_data(upgraded.data)
+      translation_settings.read_model(upgraded.model, data, translation_settings.read_decoding(upgraded.decoding))
   with pytest.raises(ValueError, match=r"none of \['data.generator', 'data.tokenizer'\]"):
     task_of({'data': {'data_dir': 'x'}})
 

@@ -11,6 +11,7 @@ import scipy.stats
 
 from lra_posenc import report
 from lra_posenc.config_files import load_config
+from lra_posenc.data.files import DataError
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_data
 
@@ -165,6 +166,10 @@ def test_length_scores_and_runs_csv_are_read(tmp_path):
   assert [(row['encoding'], row['n'], row['ended']) for row in rows] == [
       ('sinusoidal', 2, '2 not recorded'), ('none', 1, '1 not recorded')]
   assert rows[0]['stats']['test accuracy']['mean'] == pytest.approx(0.45)
+  with open(tmp_path / 'csv_study' / 'runs.csv', 'a') as f:
+    f.write('rope,0,0.4x,100\n')
+  with pytest.raises(DataError, match=r"csv_study/runs.csv:5: column 'test accuracy': '0.4x' is not a number"):
+    report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
 
 
 def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):

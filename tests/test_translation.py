@@ -656,7 +656,7 @@ def test_bleu_selection_picks_the_checkpoint_with_the_best_greedy_validation_ble
   tokenizers = input_pipeline.workdir_tokenizers(str(tmp_path), joint=saved.data.tokenizer.joint,
                                                  lowercase=saved.data.tokenizer.lowercase)
   validation = input_pipeline.read_split(toy_corpus, 'val', 'en', 'de')
-  greedy = create_translator(saved, tokenizers).with_beam_size(1)
+  greedy = create_translator(saved, tokenizers).with_search(beam_size=1)
   assert bleu.sacrebleu_scores(greedy.translate(params, validation.sources), validation.targets)['bleu'] == (
       pytest.approx(best['bleu']))
 

@@ -1,6 +1,8 @@
 """Reading text data files so that every problem is reported with its file and line."""
+import csv
 import gzip
 import os
+from collections.abc import Callable
 
 
 class DataError(ValueError):
@@ -28,3 +30,22 @@ def read_lines(path: str) -> list[str]:
       return [decode_line(path, number, raw) for number, raw in enumerate(f, start=1)]
   except (gzip.BadGzipFile, EOFError) as error:
     raise DataError(path, 0, f'corrupt gzip file: {error}') from None
+
+
+def read_csv_figures(path: str, figure_columns: Callable[[str], bool]) -> list[dict]:
+  """A CSV's rows, the columns `figure_columns` picks as floats (an empty cell: None, a figure not recorded),
+  the rest as text; a figure that is not a number is a DataError naming its line and column."""
+  rows = []
+  with open(path, newline='') as f:
+    reader = csv.DictReader(f)
+    for row in reader:
+      for column, text in row.items():
+        if figure_columns(column) and text:
+          try:
+            row[column] = float(text)
+          except ValueError:
+            raise DataError(path, reader.line_num, f'column {column!r}: {text!r} is not a number') from None
+        elif figure_columns(column):
+          row[column] = None
+      rows.append(row)
+  return rows

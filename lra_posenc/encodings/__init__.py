@@ -14,12 +14,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from lra_posenc.encodings.alibi import alibi_slopes
 from lra_posenc.encodings.base import (REGISTRY, AttentionTerms, CannotExtrapolate, ContentTerm, PositionalEncoding,
                                        Rotary)
-from lra_posenc.encodings.chebyshev import chebyshev_table
-from lra_posenc.encodings.legendre import legendre_table
-from lra_posenc.encodings.sinusoidal import sinusoidal_table
 
 for _module in pkgutil.iter_modules(__path__):  # Each module registers its encodings.
   importlib.import_module(f'{__name__}.{_module.name}')
@@ -29,9 +25,8 @@ for _name in sorted(REGISTRY, key=lambda name: (name != 'none', name)):  # 'none
 OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
-    'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary', 'alibi_slopes',
-    'chebyshev_table', 'legendre_table', 'sinusoidal_table', 'options_config', 'resolve_options', 'create',
-    'terms_shape', 'default_terms', 'acts_in_attention',
+    'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary',
+    'options_config', 'resolve_options', 'create', 'terms_shape', 'default_terms', 'acts_in_attention',
 ]
 
 

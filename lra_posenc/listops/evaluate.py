@@ -19,14 +19,13 @@ import numpy as np
 from absl import flags
 
 from lra_posenc.listops import input_pipeline
-from lra_posenc.listops.settings import create_model
+from lra_posenc.listops.settings import read_settings
 from lra_posenc.listops.train import example_outcomes
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
-from lra_posenc.training.checkpointing import read_config, restore_best
-from lra_posenc.training.config_checks import task_of
+from lra_posenc.training.checkpointing import read_task_config, restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.training.workdir import write_json
@@ -74,27 +73,25 @@ def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nl
 def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_invalid: str | None = None,
                   max_length: int | None = None, length_buckets: int = 5) -> dict:
   """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
-  task = task_of(read_config(workdir))
-  if task != 'listops':
-    raise ValueError(f'{workdir} is not a ListOps workdir: its config.json has task {task!r}; give a workdir of '
-                     'lra_posenc.listops.train')
+  read_task_config(workdir, 'listops')
   if length_buckets < 1:
     raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
   config, params, step = restore_best(workdir)
-  model = create_model(config)
+  run = read_settings(config)
+  model, data = run.model, run.data
   dataset, read_report = input_pipeline.read_split(
-      path, max_length=max_length or config.data.max_length, num_classes=config.data.num_classes,
-      on_invalid=on_invalid or config.data.on_invalid, skip_option='--on_invalid=skip')
+      path, max_length=max_length or data.max_length, num_classes=data.num_classes,
+      on_invalid=on_invalid or data.on_invalid, skip_option='--on_invalid=skip')
   # Padded to the longest expression present, not to max_length: an encoding bound to its training
   # length reads a file of shorter expressions whatever --max_length says.
   longest = int(input_pipeline.expression_lengths(dataset.arrays['inputs']).max())
   dataset = ArrayDataset(dataset.arrays | {'inputs': dataset.arrays['inputs'][:, :longest]})
-  nll, correct = example_scores(model, params, dataset, config.evaluation.batch_size)
+  nll, correct = example_scores(model, params, dataset, run.trainer.evaluation.batch_size)
   inputs, targets = dataset.arrays['inputs'], dataset.arrays['targets']
   depths = input_pipeline.expression_depths(inputs)
   lengths = input_pipeline.expression_lengths(inputs)
   edges = length_bucket_edges(lengths, length_buckets)
-  label_counts = np.bincount(targets, minlength=config.data.num_classes)
+  label_counts = np.bincount(targets, minlength=data.num_classes)
   report = {
       'workdir': os.path.abspath(workdir), 'file': os.path.abspath(path), 'best_step': step,
       'examples': read_report.examples, 'skipped': read_report.skipped,

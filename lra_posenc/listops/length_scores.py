@@ -12,7 +12,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline, settings, train
 from lra_posenc.listops.evaluate import evaluate_file, example_scores
 from lra_posenc.sweeps import bucket_label
-from lra_posenc.training.checkpointing import read_config, restore_best
+from lra_posenc.training.checkpointing import read_config, read_task_config, restore_best
 
 
 def length_set(spec: dict, low: int, high: int, num_samples: int, data_dir: str) -> str:
@@ -30,20 +30,22 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   """Per bucket [bounds[i], bounds[i+1]) of tokens, `num_samples` expressions drawn into `data_dir` from the run's
   own generator (and its own test split first): accuracy of the best checkpoint (None if the encoding cannot reach
   it) and the majority class."""
+  read_task_config(workdir, 'listops')
   config, params, _ = restore_best(workdir)
-  model = settings.create_model(config)
-  test_dir = train.data_directory(config.data.data_dir, workdir)
-  sets = {f'test (<= {config.data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), config.data.max_length)}
+  run = settings.read_settings(config)
+  model, data = run.model, run.data
+  test_dir = train.data_directory(data.data_dir, workdir)
+  sets = {f'test (<= {data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), data.max_length)}
   for low, high in zip(bounds[:-1], bounds[1:]):
-    sets[bucket_label(low, high)] = (length_set(config.data.generator, low, high, num_samples, data_dir),
+    sets[bucket_label(low, high)] = (length_set(data.generator, low, high, num_samples, data_dir),
                                      high - 1)
   scores = {}
   for label, (path, max_length) in sets.items():
-    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=config.data.num_classes)
+    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=data.num_classes)
     targets = dataset.arrays['targets']
     majority = float(np.bincount(targets).max() / len(targets))
     try:
-      score = float(example_scores(model, params, dataset, config.evaluation.batch_size)[1].mean())
+      score = float(example_scores(model, params, dataset, run.trainer.evaluation.batch_size)[1].mean())
     except encodings.CannotExtrapolate:
       score = None
     scores[label] = {'score': score, 'majority': majority, 'examples': len(targets)}

@@ -11,7 +11,7 @@ from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import CONFIG_KEYS, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.config_checks import check_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_positive, check_section_choice
@@ -97,3 +97,9 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> Transfor
 def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:
   """The classifier a ListOps config describes (a trained run's config.json, say), its data and model checked."""
   return read_model(config.model, read_data(config.data))
+
+
+def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:
+  """The Transformer stack a ListOps config describes, at the positions it trains ([CLS] and randomized
+  positions included)."""
+  return create_model(config).config

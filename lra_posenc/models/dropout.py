@@ -20,11 +20,6 @@ def _kept_draws(rate: float) -> int:
   return round((1.0 - rate) * _LEVELS)
 
 
-def keep_probability(rate: float) -> float:
-  """The probability an element is kept at dropout `rate`, as `dropout` draws it."""
-  return _kept_draws(rate) / _LEVELS
-
-
 def dropout(x: Array, rate: float, rng: Array) -> Array:
   """`x` with each element zeroed independently with probability `rate` (to 2^-16), the rest scaled up.
 

@@ -43,7 +43,7 @@ def forward_flops(forward: Callable, init: Callable[[jax.Array], Any], *example:
   return ForwardFlops(per_example=two - one, per_call=2 * one - two)
 
 
-def traced_matmul_flops(fn: Callable, *args) -> int:
+def traced_matmul_flops(fn: Callable, *args: Any) -> int:
   """2 x multiply-adds of every dot_general `fn(*args)` traces to (loops counted per trip)."""
   return _jaxpr_flops(jax.make_jaxpr(fn)(*args).jaxpr)
 

@@ -42,7 +42,7 @@ class Seq2SeqTransformer(nn.Module):
   decode: bool = False
   embedding_scaling: str = 'none'
 
-  def setup(self):
+  def setup(self) -> None:
     cfg = self.config
     if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
       raise ValueError('shared embeddings need one joint vocabulary; got source and target vocabularies of '

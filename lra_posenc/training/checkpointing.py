@@ -8,7 +8,6 @@ Orbax. With several processes every process takes part in every save and restore
 the managers name their barriers apart, so all may save at one step.
 """
 import contextlib
-import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,8 @@ import orbax.checkpoint as ocp
 from absl import logging
 
 from lra_posenc.training import distributed
-from lra_posenc.training.config_checks import upgrade_old_config
+from lra_posenc.training.config_checks import task_of, upgrade_old_config
+from lra_posenc.training.workdir import CONFIG_FILE, read_json
 
 ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
 LATEST_DIR, BEST_DIR, EVALUATED_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'evaluated', 'checkpoints.unreadable'
@@ -181,11 +181,20 @@ class Checkpoints:
 
 def read_config(workdir: str) -> ml_collections.ConfigDict:
   """The config a workdir was trained with (keys renamed since, under their new names)."""
-  config_path = os.path.join(workdir, 'config.json')
+  config_path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(config_path):
-    raise FileNotFoundError(f'{config_path}: not a training workdir (no config.json)')
-  with open(config_path) as f:
-    return ml_collections.ConfigDict(upgrade_old_config(json.load(f)))
+    raise FileNotFoundError(f'{config_path}: not a training workdir (no {CONFIG_FILE})')
+  return ml_collections.ConfigDict(upgrade_old_config(read_json(config_path)))
+
+
+def read_task_config(workdir: str, task: str) -> ml_collections.ConfigDict:
+  """The config `workdir` was trained with, if `task`'s trainer (lra_posenc.TASK.train) trained it; else a
+  ValueError saying which task's it is."""
+  config = read_config(workdir)
+  if (found := task_of(config)) != task:
+    raise ValueError(f'{workdir} is not a {task} workdir: its {CONFIG_FILE} has task {found!r}; give a workdir of '
+                     f'lra_posenc.{task}.train')
+  return config
 
 
 def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:

@@ -74,7 +74,7 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
       state, record = restored[0], RunRecord.from_json(restored[1])
       logging.info('resumed from step %d', int(state.step))
     step = first_step = int(state.step)
-    results_path = os.path.join(workdir, 'results.json')
+    results_path = os.path.join(workdir, workdir_files.RESULTS_FILE)
     done = step >= num_steps or record.out_of_patience(patience)
     if done and distributed.gather_flags(os.path.exists(results_path))[0]:  # Process 0's view.
       logging.info('%s already finished training at step %d; its results.json is kept (more steps: raise '

@@ -8,6 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+CONFIG_FILE = 'config.json'  # The config the run trained with, as plain JSON.
+RESULTS_FILE = 'results.json'  # Written when training ends: the scores and how the run ended.
+TRAIN_LOG = 'train.log'  # The training process's output, where a sweep or the GPU campaign starts it.
+
 
 def prepare_workdir(workdir: str) -> None:
   """Creates `workdir` and writes to it, so an unusable one fails now, naming itself, not hours later."""
@@ -33,7 +37,7 @@ def check_free_space(workdir: str, state: Any, max_to_keep: int) -> None:
 def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, Any]) -> None:
   """What a workdir says about its run before training: the config and the task's artifacts."""
   write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
-  write_json(os.path.join(workdir, 'config.json'), config)
+  write_json(os.path.join(workdir, CONFIG_FILE), config)
 
 
 def read_json(path: str) -> dict:
@@ -41,10 +45,18 @@ def read_json(path: str) -> dict:
     return json.load(f)
 
 
-def write_json(path: str, payload: dict, *, sort_keys: bool = True) -> None:
+def read_json_if_present(path: str) -> dict | None:
+  """The JSON file at `path`, or None where a run has not written it."""
+  return read_json(path) if os.path.exists(path) else None
+
+
+def write_json(path: str, payload: dict, *, sort_keys: bool = True, compact: bool = False) -> None:
   """`payload` as `path`, whole or not at all (a reader never sees a half-written file); keys sorted, for
-  stable diffs, unless their order carries meaning."""
+  stable diffs, unless their order carries meaning; `compact` (no spaces, one line) for large records."""
   temporary = path + '.tmp'
   with open(temporary, 'w') as f:
-    json.dump(payload, f, indent=2, sort_keys=sort_keys)
+    if compact:
+      json.dump(payload, f, separators=(',', ':'), sort_keys=sort_keys)
+    else:
+      json.dump(payload, f, indent=2, sort_keys=sort_keys)
   os.replace(temporary, path)

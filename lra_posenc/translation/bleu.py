@@ -6,15 +6,15 @@ counts per test sentence in WORKDIR/bleu_statistics.json: numbers only, no text,
 trained in different places can be compared sentence by sentence (paired bootstrap resampling,
 approximate randomization) long after their translations and the test data are gone.
 """
-import json
 import os
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import sacrebleu
 import sacremoses
 
+from lra_posenc.training.workdir import read_json_if_present, write_json
 from lra_posenc.translation.settings import DataSettings
 
 MAX_NGRAM_ORDER = 4
@@ -62,7 +62,7 @@ class BleuProtocol(NamedTuple):
         effective_order=self.metric.effective_order, max_ngram_order=MAX_NGRAM_ORDER).score
 
 
-def single_reference_bleu(**options) -> sacrebleu.metrics.BLEU:
+def single_reference_bleu(**options: Any) -> sacrebleu.metrics.BLEU:
   """sacreBLEU's BLEU with `options`, against one reference per sentence, as every BLEU here is: its
   signature (nrefs:1) is then known before it has scored anything, e.g. for recorded statistics."""
   metric = sacrebleu.metrics.BLEU(**options)
@@ -141,19 +141,14 @@ def record_statistics(run_dir: str, checkpoint: str, split: str, hypotheses: Seq
   The file is replaced whole (written beside it, then renamed), so an interrupted write leaves the old one.
   """
   path = statistics_path(run_dir)
-  content = {'fields': list(STATISTICS_FIELDS), 'checkpoints': {}}
-  if os.path.isfile(path):
-    with open(path) as f:
-      content = json.load(f)
+  content = read_json_if_present(path) or {'fields': list(STATISTICS_FIELDS), 'checkpoints': {}}
   entries = {}
   for name, protocol in protocols(data).items():
     statistics = protocol.sentence_statistics(hypotheses, references)
     entries[name] = {'score': protocol.score(hypotheses, references), 'signature': protocol.signature(),
                      'statistics': statistics.tolist()}
   content['checkpoints'].setdefault(checkpoint, {})[split] = entries
-  with open(path + '.tmp', 'w') as f:
-    json.dump(content, f, separators=(',', ':'))
-  os.replace(path + '.tmp', path)
+  write_json(path, content, sort_keys=False, compact=True)
 
 
 def without_version(signature: str) -> str:
@@ -169,10 +164,9 @@ def read_statistics(run_dir: str, checkpoint: str, split: str, name: str, protoc
   the score recorded beside them.
   """
   path = statistics_path(run_dir)
-  if not os.path.isfile(path):
+  content = read_json_if_present(path)
+  if content is None:
     return None
-  with open(path) as f:
-    content = json.load(f)
   entry = content['checkpoints'].get(checkpoint, {}).get(split, {}).get(name)
   if entry is None:
     return None

@@ -1,10 +1,11 @@
 """BLEU of a trained translation workdir's decoding over a grid of beam sizes and length penalties."""
 from collections.abc import Sequence
 
+from lra_posenc.training.checkpointing import read_task_config
 from lra_posenc.translation import bleu, input_pipeline
 from lra_posenc.translation import train as translation_train
 from lra_posenc.translation.settings import read_data
-from lra_posenc.translation.translate import check_translation_workdir, checkpoint_params
+from lra_posenc.translation.translate import checkpoint_params
 from lra_posenc.translation.translator import create_translator
 
 
@@ -17,17 +18,17 @@ def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> li
 def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_penalties: Sequence[float],
                   checkpoint: str = 'best') -> dict:
   """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
-  config = check_translation_workdir(workdir)
+  config = read_task_config(workdir, 'translation')
   params, steps = checkpoint_params(workdir, checkpoint)
   data = read_data(config.data)
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
                                                  lowercase=data.tokenizer.lowercase)
   text = translation_train.read_text(data, split)
+  translator = create_translator(config, tokenizers)
   rows = []
   for beam_size, length_penalty in settings(beam_sizes, length_penalties):
-    config.decoding.beam_size = beam_size
-    config.decoding.length_penalty = length_penalty or 0.0
-    hypotheses = create_translator(config, tokenizers).translate(params, text.sources)
+    hypotheses = translator.with_search(beam_size=beam_size, length_penalty=length_penalty or 0.0).translate(
+        params, text.sources)
     scores = bleu.scores(hypotheses, text.targets, data)
     rows.append({'beam_size': beam_size, 'length_penalty': length_penalty} | scores)
     print(f'beam {beam_size}, length penalty {length_penalty}: sacreBLEU {scores["bleu"]:.2f}, '

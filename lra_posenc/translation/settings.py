@@ -110,11 +110,13 @@ def read_settings(config: ml_collections.ConfigDict) -> TranslationSettings:
     token_budget_batch_sizes(data.length_buckets, max_tokens, trainer.training.batch_size, jax.device_count())
   loss = read_loss(config.loss)
   decoding = read_decoding(config.decoding)
-  return TranslationSettings(trainer=trainer, data=data, model=read_model(config), loss=loss, decoding=decoding,
-                             max_tokens=max_tokens)
+  return TranslationSettings(trainer=trainer, data=data, model=read_model(config.model, data, decoding), loss=loss,
+                             decoding=decoding, max_tokens=max_tokens)
 
 
-def read_data(data: ml_collections.ConfigDict) -> DataSettings:
+def read_data(data: ml_collections.ConfigDict, *, for_training: bool = True) -> DataSettings:
+  """`config.data`, checked; without `for_training` (translating with a trained run, synthetic benchmarks) what
+  only training reads goes unchecked: where the text is, and the length buckets."""
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
   check_positive(data, 'data', 'max_length', 'max_eval_source_length')
@@ -122,11 +124,12 @@ def read_data(data: ml_collections.ConfigDict) -> DataSettings:
               why=f'ids 0-{EOS_ID} are padding, unknown, BOS and EOS')
   check_range('data.tokenizer.character_coverage', data.tokenizer.character_coverage, above=0, at_most=1)
   check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
-  if not data.data_dir and not data.tfds_name:
+  if for_training and not data.data_dir and not data.tfds_name:
     raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
                      'scripts/download_multi30k.py), or set data.tfds_name')
   buckets = tuple(data.length_buckets)
-  if buckets and (list(buckets) != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != data.max_length):
+  if for_training and buckets and (list(buckets) != sorted(set(buckets)) or buckets[0] < 1
+                       or buckets[-1] != data.max_length):
     raise ValueError(f'data.length_buckets={buckets} must be increasing positive lengths ending at '
                      f'data.max_length={data.max_length} (or empty: no bucketing)')
   if not data.test_splits:
@@ -154,13 +157,18 @@ def read_decoding(decoding: ml_collections.ConfigDict) -> DecodingSettings:
   return DecodingSettings(**decoding.to_dict())
 
 
-def read_model(config: ml_collections.ConfigDict) -> ModelSettings:
+def read_model(model: ml_collections.ConfigDict, data: DataSettings, decoding: DecodingSettings) -> ModelSettings:
   """`config.model`, for as many positions as training, evaluated sources and decoded outputs need."""
-  model = config.model
   check_keys(model, 'model', MODEL_KEYS)
   check_section_choice(model, 'model', 'embedding_scaling', EMBEDDING_SCALINGS)
-  if model.share_embeddings and not config.data.tokenizer.joint:
+  if model.share_embeddings and not data.tokenizer.joint:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
-  max_len = max(config.data.max_length, config.data.max_eval_source_length, config.decoding.max_output_length)
+  max_len = max(data.max_length, data.max_eval_source_length, decoding.max_output_length)
   return ModelSettings(transformer=transformer_config(model, max_len=max_len),
                        share_embeddings=model.share_embeddings, embedding_scaling=model.embedding_scaling)
+
+
+def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:
+  """The Transformer stack a translation config describes, at the positions training and decoding need."""
+  data = read_data(config.data, for_training=False)
+  return read_model(config.model, data, read_decoding(config.decoding)).transformer

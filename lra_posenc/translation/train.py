@@ -30,7 +30,7 @@ from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.settings import (TASK_SECTIONS, TRAINING_KEYS, DataSettings, LossSettings,
-                                             TranslationSettings, read_loss, read_settings)
+                                             TranslationSettings, read_data, read_loss, read_settings)
 from lra_posenc.translation.translator import Translator, build_translator, create_translator
 
 def translation_metrics(model: Seq2SeqTransformer, loss_settings: LossSettings, params: Params,
@@ -99,8 +99,9 @@ def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
 
 def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
   """The model `config` describes, on random source and target ids: `data.max_length` of each, from
-  `data.tokenizer.vocab_size` (no tokenizer is trained)."""
-  vocab_size, length = config.data.tokenizer.vocab_size, config.data.max_length
+  `data.tokenizer.vocab_size` (no tokenizer is trained, no text read)."""
+  data = read_data(config.data, for_training=False)
+  vocab_size, length = data.tokenizer.vocab_size, data.max_length
   translator = create_translator(config, None, (vocab_size, vocab_size))
   model = translator.model
 
@@ -152,7 +153,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   translator = build_translator(settings.model, settings.decoding, data.max_eval_source_length, tokenizers)
   model = translator.model
 
-  greedy = translator.with_beam_size(1)
+  greedy = translator.with_search(beam_size=1)
 
   def hypotheses(search: Translator, replicated_params, split: str, what: str) -> list[str]:
     """`search`'s detokenized translations of a split's sources."""

@@ -10,12 +10,10 @@ translations written at the end of training (WORKDIR/translations, and translati
 import sys
 from collections.abc import Sequence
 
-import ml_collections
 from absl import flags
 
 from lra_posenc.training import cli
-from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated
-from lra_posenc.training.config_checks import task_of
+from lra_posenc.training.checkpointing import read_task_config, restore_best, restore_evaluated
 from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
@@ -26,15 +24,6 @@ from lra_posenc.translation.translator import create_translator
 # The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
 # parameters of its last evaluations (`evaluation.average_last`), as training scored both.
 CHECKPOINTS = ('best', 'averaged')
-
-
-def check_translation_workdir(workdir: str) -> ml_collections.ConfigDict:
-  """The config `workdir` was trained with, if lra_posenc.translation.train trained it; else a ValueError."""
-  config = read_config(workdir)
-  if task_of(config) != 'translation':
-    raise ValueError(f'{workdir} is not a translation workdir: its config.json has task {task_of(config)!r}; give '
-                     'a workdir of lra_posenc.translation.train')
-  return config
 
 
 def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]:
@@ -48,15 +37,12 @@ def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]
 
 def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
                         beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
-  config = check_translation_workdir(workdir)
+  config = read_task_config(workdir, 'translation')
   params, _ = checkpoint_params(workdir, checkpoint)
-  if beam_size is not None:
-    config.decoding.beam_size = beam_size
-  if length_penalty is not None:
-    config.decoding.length_penalty = length_penalty
-  tokenizer = read_data(config.data).tokenizer
+  tokenizer = read_data(config.data, for_training=False).tokenizer
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
-  return create_translator(config, tokenizers).translate(params, sentences)
+  translator = create_translator(config, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
+  return translator.translate(params, sentences)
 
 
 def main(argv: Sequence[str]) -> None:

@@ -46,9 +46,10 @@ class Translator:
     self.batch_size = batch_size
     self._predict = jax.pmap(self.predict)
 
-  def with_beam_size(self, beam_size: int) -> 'Translator':
-    """This translator with another beam (1: greedy), all else alike."""
-    return Translator(self.model, self.tokenizers, beam_size=beam_size, length_penalty=self.length_penalty,
+  def with_search(self, *, beam_size: int | None = None, length_penalty: float | None = None) -> 'Translator':
+    """This translator with another beam (1: greedy) or length penalty where given, all else alike."""
+    return Translator(self.model, self.tokenizers, beam_size=self.beam_size if beam_size is None else beam_size,
+                      length_penalty=self.length_penalty if length_penalty is None else length_penalty,
                       max_source_length=self.max_source_length, max_output_length=self.max_output_length,
                       batch_size=self.batch_size)
 
@@ -117,7 +118,9 @@ def build_translator(model: ModelSettings, decoding: DecodingSettings, max_sourc
 
 def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,
                       vocab_sizes: tuple[int, int] | None = None) -> Translator:
-  """The translator a translation config describes (a trained run's config.json, say), its model and decoding
-  checked."""
-  return build_translator(settings.read_model(config), settings.read_decoding(config.decoding),
-                          config.data.max_eval_source_length, tokenizers, vocab_sizes)
+  """The translator a translation config describes (a trained run's config.json, say), its data (what
+  translating reads of it), model and decoding sections checked."""
+  data = settings.read_data(config.data, for_training=False)
+  decoding = settings.read_decoding(config.decoding)
+  return build_translator(settings.read_model(config.model, data, decoding), decoding, data.max_eval_source_length,
+                          tokenizers, vocab_sizes)
