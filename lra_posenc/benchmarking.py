@@ -68,8 +68,9 @@ class Workload:
 
 
 def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """`config` with attention on XLA's path, to count the model's products: a trace of cuDNN's fused
-  attention hides the two over query-key pairs, which it computes all the same."""
+  """`config` with attention on XLA's path: to count the model's products (a trace of cuDNN's fused attention
+  hides the two over query-key pairs, which it computes all the same), or to read a run trained on cuDNN
+  where there is none."""
   config = config.copy_and_resolve_references()
   config.model.attention_implementation = 'xla'
   return config

@@ -2,6 +2,7 @@
 finished run, summaries over seeds, their table, notes and convergence plot (`scripts/sweep.py` runs it)."""
 import concurrent.futures
 import csv
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -13,8 +14,8 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, save_line_plot
-from lra_posenc.tasks import TaskSpec
+from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant, save_line_plot
+from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.training import provenance
 from lra_posenc.training.cli import user_error_message
 from lra_posenc.training.metric_writer import read_history
@@ -40,22 +41,38 @@ def run_config(config: str, overrides: Sequence[tuple[str, str]]) -> ml_collecti
   return flag_values.config
 
 
-def check_run_configs(task: TaskSpec, config: str, variants: Sequence[Variant],
+def check_run_configs(task_name: str, config: str, variants: Sequence[Variant],
                       settings: Sequence[tuple[str, str]] = ()) -> None:
-  """Raises ValueError, naming the variant and the bad key, if any variant's config would fail to train: one
-  error now, not one per run in its train.log."""
-  for variant in variants:
-    overrides = list(settings) + list(variant.overrides)
+  """Raises ValueError, naming the bad key (and the variant, where only its overrides are bad), if any run's
+  config would fail to train: one error now, not one per run in its train.log.
+
+  The checks run in a process of their own: they count the devices, which starts an accelerator's backend,
+  and this process would then hold most of its memory while the runs train.
+  """
+  with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn')) as pool:
+    error = pool.submit(config_error, task_name, config, [variant.spec for variant in variants],
+                        list(settings)).result()
+  if error:
+    raise ValueError(error)
+
+
+def config_error(task_name: str, config: str, variant_specs: Sequence[str],
+                 settings: Sequence[tuple[str, str]]) -> str | None:
+  """What `check_run_configs` reports, as training would (None: every run's config is valid): the shared
+  config and settings first, then each variant's overrides."""
+  task = TASKS[task_name]
+  for label, overrides in [('', list(settings))] + [
+      (f'variant {spec!r}: ', list(settings) + list(parse_variant(spec).overrides)) for spec in variant_specs]:
     try:
       run = run_config(config, overrides)
     except (KeyError, AttributeError, OSError, flags.Error) as error:  # As training's flag parsing fails.
-      reason = user_error_message(error, [f'--config={config}', *(f'--config.{k}={v}' for k, v in overrides)],
-                                  parsing=True)
-      raise ValueError(f'variant {variant.spec!r}: {reason}') from None
+      return label + user_error_message(
+          error, [f'--config={config}', *(f'--config.{k}={v}' for k, v in overrides)], parsing=True)
     try:
       task.read_settings(run)
     except ValueError as error:
-      raise ValueError(f'variant {variant.spec!r}: {error}') from None
+      return label + str(error)
+  return None
 
 
 def run_dir(output_dir: str, variant: Variant, seed: int) -> str:

@@ -157,7 +157,7 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
   if not tokens or unknown:
     raise ValueError(f'--expression: {unknown or "no tokens"}; ListOps tokens are {input_pipeline.VOCAB[1:]}')
   ids = jnp.asarray([[input_pipeline.TOKEN_IDS[t] for t in tokens]], jnp.int32)
-  run = listops_settings.read_settings(config)
+  run = listops_settings.read_scoring_settings(config)
   model = run.model
   logits, state = model.apply({'params': params}, ids, train=False, mutable=['intermediates'])
   encoder = state['intermediates']['encoder']

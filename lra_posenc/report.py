@@ -368,8 +368,8 @@ def study_index(results_dir: str, documents: dict[str, str]) -> str:
            '| folder | cited in | runs | trained at | host | dates |', '| --- | --- | --- | --- | --- | --- |']
   for folder in sorted(d for d in os.listdir(results_dir) if os.path.isdir(os.path.join(results_dir, d))):
     provenances = [read_json(path).get('provenance', {}) for path in sorted(
-        os.path.join(directory, 'results.json') for directory, _, files in os.walk(os.path.join(results_dir, folder))
-        if 'results.json' in files)]
+        os.path.join(directory, RESULTS_FILE) for directory, _, files in os.walk(os.path.join(results_dir, folder))
+        if RESULTS_FILE in files)]
     commits = sorted({p['git_commit'][:7] for p in provenances if p.get('git_commit')})
     dates = sorted({p['date'][:10] for p in provenances if p.get('date')})
     hosts = sorted({_host(p) for p in provenances})

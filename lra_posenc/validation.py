@@ -1,4 +1,5 @@
 """The checks every choice- or range-valued setting goes through, so all such errors read alike."""
+import math
 from collections.abc import Callable, Iterable
 
 import ml_collections
@@ -42,7 +43,9 @@ def comma_separated(flag: str, text: str, kind: Callable[[str], float], *, at_le
     try:
       values.append(kind(item))
     except ValueError:
-      raise ValueError(f'{flag}={text}: {item!r} is not {"an integer" if kind is int else "a number"}') from None
+      values.append(math.nan)
+    if math.isnan(values[-1]):
+      raise ValueError(f'{flag}={text}: {item!r} is not {"an integer" if kind is int else "a number"}')
     if at_least is not None and values[-1] < at_least:
       raise ValueError(f'{flag}={text}: {item} is below {at_least:g}')
   return values

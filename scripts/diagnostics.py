@@ -26,10 +26,12 @@ import os
 from collections.abc import Sequence
 
 from lra_posenc import encodings
+from lra_posenc.benchmarking import with_xla_attention
 from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.training.config_checks import task_of
+from lra_posenc.validation import comma_separated
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -45,11 +47,15 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--expression', help='With --workdir of a ListOps run: draw attention maps for this input.')
   args = parser.parse_args(argv)
   os.makedirs(args.output_dir, exist_ok=True)
-  lengths = [int(n) for n in args.lengths.split(',')]
+  try:
+    lengths = comma_separated('--lengths', args.lengths, int, at_least=1)
+  except ValueError as error:
+    parser.error(str(error))
   summary = {}
   if args.workdir:
     config, params, _ = restore_best(args.workdir)
-    model = TASKS[task_of(config)].transformer_of(config)  # The trained shape, [CLS] and all.
+    # The trained shape, [CLS] and all; attention on XLA, so that a run trained on cuDNN is read anywhere.
+    model = TASKS[task_of(config)].transformer_of(with_xla_attention(config))
     names, options = [model.pos_encoding], model.pos_encoding_options
     dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
     trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))

@@ -323,8 +323,10 @@ def devices() -> dict:
   query = ('import json, jax; print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(), '
            '"default_matmul_precision": str(jax.config.jax_default_matmul_precision), "devices": [{"platform": '
            'd.platform, "device_kind": d.device_kind} for d in jax.devices()]}))')
-  output = subprocess.run([sys.executable, '-c', query], check=True, capture_output=True, text=True).stdout
-  return json.loads(output.splitlines()[-1])
+  answer = subprocess.run([sys.executable, '-c', query], capture_output=True, text=True)
+  if answer.returncode:
+    raise RuntimeError(f'asking jax for its devices failed ({answer.returncode}):\n{answer.stderr}')
+  return json.loads(answer.stdout.splitlines()[-1])
 
 
 def markdown(summary: dict) -> str:

@@ -10,7 +10,8 @@
 A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1`
 (a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
 (a dotted key is any config key). `--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`),
-applies to every run.
+applies to every run. Every run's config is checked before any trains (in a process of its own, so this one
+never holds an accelerator), and the first bad key is an error naming it and its variant.
 
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(f'--jobs={args.jobs}: at least 1')
   if not args.tabulate_only:
     try:
-      check_run_configs(task, args.config, variants, args.settings)
+      check_run_configs(args.task, args.config, variants, args.settings)
     except ValueError as error:
       parser.error(str(error))
   failed = [] if args.tabulate_only else train_all(task, args.config, args.output_dir, variants, seeds,

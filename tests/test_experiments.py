@@ -213,8 +213,10 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
 @pytest.mark.parametrize('arguments,error', [
     (['--variants=none,legendre:gird=open'], r"variant 'legendre:gird=open': .*legendre.gird is not a config key; "
                                               r"did you mean 'grid'\?"),
-    (['--variants=rope', '--set=training.num_train_steps=0'], r"variant 'rope': training.num_train_steps=0 must be > 0"),
-    (['--variants=rope', '--config.model.emb_dim=x'], r"variant 'rope': flag --config.model.emb_dim=x: invalid literal")])
+    (['--variants=rope,t5:max_distance=0'], r"variant 't5:max_distance=0': .*max_distance"),
+    # A shared setting's error names no variant: it is every run's.
+    (['--variants=rope', '--set=training.num_train_steps=0'], r"error: training.num_train_steps=0 must be > 0"),
+    (['--variants=rope', '--config.model.emb_dim=x'], r"error: flag --config.model.emb_dim=x: invalid literal")])
 def test_a_sweep_with_a_bad_config_fails_before_training_any_run(arguments, error, tmp_path, capsys):
   with pytest.raises(SystemExit) as exit_status:
     sweep.main(['--task=listops', '--config=configs/listops/lra.py:sweep', f'--output_dir={tmp_path}', *arguments])
@@ -550,7 +552,7 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
     assert task_of(config) == expected == task_of(upgrade_old_config(config)), path
     upgraded = ml_collections.ConfigDict(upgrade_old_config(config))
     if expected == 'listops':  # Evaluation, length scores and diagnostics rebuild the model from it.
-      listops_settings.create_model(upgraded)
+      listops_settings.read_scoring_settings(upgraded)
     else:  # Translation, decoding grids and length scores read its data, model and decoding.
       data = translation_settings.read_data(upgraded.data)
       translation_settings.read_model(upgraded.model, data, translation_settings.read_decoding(upgraded.decoding))

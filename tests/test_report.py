@@ -170,6 +170,10 @@ def test_length_scores_and_runs_csv_are_read(tmp_path):
     f.write('rope,0,0.4x,100\n')
   with pytest.raises(DataError, match=r"csv_study/runs.csv:5: column 'test accuracy': '0.4x' is not a number"):
     report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+  with open(tmp_path / 'csv_study' / 'runs.csv', 'w') as f:
+    f.write('variant,seed,test accuracy,best step\nsinusoidal,0,0.4\n')
+  with pytest.raises(DataError, match=r'csv_study/runs.csv:2: 3 columns where the header has 4'):
+    report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
 
 
 def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):

@@ -297,6 +297,18 @@ def test_decoder_is_causal(norm_position):
   assert not np.allclose(before[:, 7:], after[:, 7:])
 
 
+def test_a_translator_with_another_search_keeps_the_rest_and_rejects_impossible_ones():
+  translator = Translator(small_model('sinusoidal'), None, beam_size=4, length_penalty=0.6, max_source_length=7,
+                          max_output_length=12, batch_size=4)
+  greedy = translator.with_search(beam_size=1)
+  assert (greedy.beam_size, greedy.length_penalty, greedy.max_output_length) == (1, 0.6, 12)
+  assert translator.with_search(length_penalty=1.0).beam_size == 4
+  with pytest.raises(ValueError, match=r'beam_size=0 must be >= 1'):
+    translator.with_search(beam_size=0)
+  with pytest.raises(ValueError, match=r'length_penalty=-1 must be >= 0'):
+    translator.with_search(length_penalty=-1)
+
+
 @pytest.mark.slow
 def test_beam_size_one_is_greedy():
   model = small_model('sinusoidal')

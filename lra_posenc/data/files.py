@@ -39,6 +39,9 @@ def read_csv_figures(path: str, figure_columns: Callable[[str], bool]) -> list[d
   with open(path, newline='') as f:
     reader = csv.DictReader(f)
     for row in reader:
+      if None in row or None in row.values():  # Cells beyond the header's, or fewer than it has.
+        cells = sum(text is not None for column, text in row.items() if column is not None) + len(row.get(None, []))
+        raise DataError(path, reader.line_num, f'{cells} columns where the header has {len(reader.fieldnames)}')
       for column, text in row.items():
         if figure_columns(column) and text:
           try:

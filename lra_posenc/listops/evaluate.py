@@ -19,7 +19,7 @@ import numpy as np
 from absl import flags
 
 from lra_posenc.listops import input_pipeline
-from lra_posenc.listops.settings import read_settings
+from lra_posenc.listops.settings import read_scoring_settings
 from lra_posenc.listops.train import example_outcomes
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
@@ -77,7 +77,7 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
   if length_buckets < 1:
     raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
   config, params, step = restore_best(workdir)
-  run = read_settings(config)
+  run = read_scoring_settings(config)
   model, data = run.model, run.data
   dataset, read_report = input_pipeline.read_split(
       path, max_length=max_length or data.max_length, num_classes=data.num_classes,
@@ -86,7 +86,7 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
   # length reads a file of shorter expressions whatever --max_length says.
   longest = int(input_pipeline.expression_lengths(dataset.arrays['inputs']).max())
   dataset = ArrayDataset(dataset.arrays | {'inputs': dataset.arrays['inputs'][:, :longest]})
-  nll, correct = example_scores(model, params, dataset, run.trainer.evaluation.batch_size)
+  nll, correct = example_scores(model, params, dataset, run.batch_size)
   inputs, targets = dataset.arrays['inputs'], dataset.arrays['targets']
   depths = input_pipeline.expression_depths(inputs)
   lengths = input_pipeline.expression_lengths(inputs)

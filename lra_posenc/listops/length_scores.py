@@ -32,7 +32,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   it) and the majority class."""
   read_task_config(workdir, 'listops')
   config, params, _ = restore_best(workdir)
-  run = settings.read_settings(config)
+  run = settings.read_scoring_settings(config)
   model, data = run.model, run.data
   test_dir = train.data_directory(data.data_dir, workdir)
   sets = {f'test (<= {data.max_length})': (os.path.join(test_dir, 'basic_test.tsv'), data.max_length)}
@@ -45,7 +45,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
     targets = dataset.arrays['targets']
     majority = float(np.bincount(targets).max() / len(targets))
     try:
-      score = float(example_scores(model, params, dataset, run.trainer.evaluation.batch_size)[1].mean())
+      score = float(example_scores(model, params, dataset, run.batch_size)[1].mean())
     except encodings.CannotExtrapolate:
       score = None
     scores[label] = {'score': score, 'majority': majority, 'examples': len(targets)}

@@ -45,6 +45,15 @@ class ListOpsSettings:
   model: TransformerClassifier
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoringSettings:
+  """What scoring a trained run's checkpoint reads of its config: the data, the model and the evaluation batch
+  size (one device scores, so nothing depends on this host's devices)."""
+  data: DataSettings
+  model: TransformerClassifier
+  batch_size: int
+
+
 def read_settings(config: ml_collections.ConfigDict) -> ListOpsSettings:
   """Checks every section before any data is made or read; raises ValueError naming the bad key."""
   trainer = read_trainer_settings(config, 'listops')
@@ -92,6 +101,13 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> Transfor
                                pos_encoding_placement=model.pos_encoding_placement,
                                randomized_positions=model.randomized_positions,
                                length_multiple=model.length_multiple)
+
+
+def read_scoring_settings(config: ml_collections.ConfigDict) -> ScoringSettings:
+  """A trained run's config (its config.json) as scoring its checkpoints reads it, those sections checked."""
+  data = read_data(config.data)
+  check_positive(config.evaluation, 'evaluation', 'batch_size')
+  return ScoringSettings(data=data, model=read_model(config.model, data), batch_size=config.evaluation.batch_size)
 
 
 def create_model(config: ml_collections.ConfigDict) -> TransformerClassifier:

@@ -14,6 +14,7 @@ from lra_posenc.training.task import Params
 from lra_posenc.translation import decode, settings
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
 from lra_posenc.translation.settings import DecodingSettings, ModelSettings
+from lra_posenc.validation import check_range
 
 
 class Translator:
@@ -47,7 +48,12 @@ class Translator:
     self._predict = jax.pmap(self.predict)
 
   def with_search(self, *, beam_size: int | None = None, length_penalty: float | None = None) -> 'Translator':
-    """This translator with another beam (1: greedy) or length penalty where given, all else alike."""
+    """This translator with another beam (1: greedy) or length penalty where given, all else alike; raises
+    ValueError for a beam below 1 or a negative penalty."""
+    if beam_size is not None:
+      check_range('beam_size', beam_size, at_least=1)
+    if length_penalty is not None:
+      check_range('length_penalty', length_penalty, at_least=0)
     return Translator(self.model, self.tokenizers, beam_size=self.beam_size if beam_size is None else beam_size,
                       length_penalty=self.length_penalty if length_penalty is None else length_penalty,
                       max_source_length=self.max_source_length, max_output_length=self.max_output_length,
