@@ -16,8 +16,8 @@ In order, each step capped so that the whole fits --budget_seconds:
      is not run again. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75), so
      its metrics.jsonl comes back all the same. The window's own files go to results/gpu_windows/.
 A second command on the same (still warm) machine with the same --work goes on where the first stopped: the
-ListOps data is kept (its generator.json matches), a run that finished there is reported, not run again, and
-one stopped at the deadline resumes from its checkpoint. Generating LRA's ListOps takes about 280 s on the
+ListOps data is kept (its generator.json matches), a benchmark or run that ended there is reported, not run
+again, and a run stopped at the deadline resumes from its checkpoint. Generating LRA's ListOps takes about 280 s on the
 H100 machine's CPU (2026-11-28), so the first ListOps run waits for it unless the benchmarks fill that time.
 What comes back fits the device tool's limit (8 files, 16 MiB each): OUT/summary.json, OUT/summary.md,
 OUT/runs.tar.gz (each run's results.json, metrics.jsonl, config.json and train.log), OUT/benchmarks.tar.gz
@@ -45,7 +45,7 @@ from lra_posenc.config_files import load_config
 from lra_posenc.data.files import DataError
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
-from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json_if_present
+from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json, read_json_if_present, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
@@ -156,8 +156,7 @@ class Campaign:
         os.remove(path + '.tmp')
       else:
         os.replace(path + '.tmp', path)
-    with open(os.path.join(self.out, 'summary.json'), 'w') as f:
-      json.dump(self.summary, f, indent=2)
+    write_json(os.path.join(self.out, 'summary.json'), self.summary, sort_keys=False)
     with open(os.path.join(self.out, 'summary.md'), 'w') as f:
       f.write(markdown(self.summary))
 
@@ -190,10 +189,17 @@ def run_command(name: str, command: list[str], timeout: float, log_path: str) ->
 
 
 def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_models: str) -> None:
+  """Runs each benchmark of `names` in turn; one that ended in an earlier command in this work folder, however
+  it ended, is reported again, not run: a second command's time goes to the runs."""
   commands = benchmarks(tiny, peer_models)
   for name in names:
     command, allowed = commands[name]
     figures = os.path.join(campaign.work, 'benchmarks', f'{name}.json')
+    record = os.path.join(campaign.work, 'benchmarks', f'{name}.step.json')
+    if (earlier := read_json_if_present(record)) is not None:
+      campaign.summary['benchmarks'][name] = earlier | {'status': f'{earlier["status"]}, in an earlier command'}
+      print(f'[{name}] {earlier["status"]} in an earlier command', flush=True)
+      continue
     if name in ('lra', 'tiny', 'base'):
       command = [*command, f'--out={figures}', f'--trace_dir={os.path.join(campaign.work, "traces", name)}']
     elif name == 'side_by_side':
@@ -201,8 +207,8 @@ def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_mo
     step = run_command(name, command, min(allowed, campaign.seconds_left()),
                        os.path.join(campaign.work, 'logs', f'{name}.log'))
     if step['status'] == 'ok' and os.path.exists(figures):
-      with open(figures) as f:
-        step['figures'] = benchmark_figures(json.load(f))
+      step['figures'] = benchmark_figures(read_json(figures))
+    write_json(record, step, sort_keys=False)
     campaign.summary['benchmarks'][name] = step
     campaign.pack()
 
@@ -369,7 +375,7 @@ def main() -> None:
   parser.add_argument('--out', required=True, help='Where summary.json, summary.md and the archives go.')
   parser.add_argument('--work', default='', help='Work folder (runs, data, traces); default OUT/../campaign_work.')
   parser.add_argument('--budget_seconds', type=float, default=540, help='Everything ends by then.')
-  parser.add_argument('--benchmarks', default='lra,tiny,side_by_side',
+  parser.add_argument('--benchmarks', default='lra,tiny,side_by_side,attention',
                       help='Comma-separated, in order, of lra, tiny, base, side_by_side, attention; empty: none.')
   parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK [VARIABLE=VALUE...] FLAGS...')
   parser.add_argument('--committed', default=COMMITTED, help='Runs with NAME/results.json here are not run again.')

@@ -58,14 +58,16 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   text = (out / 'summary.md').read_text()
   assert f'| {FINISHING} | finished |' in text and '| endless | stopped at the deadline |' in text
 
-  # A second command in the same work folder, as on a machine still warm: the data and the finished run are
-  # kept, and the stopped run resumes from its checkpoint.
+  # A second command in the same work folder, as on a machine still warm: the data, the benchmark and the
+  # finished run are kept, and the stopped run resumes from its checkpoint.
   again = tmp_path / 'again'
-  process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=', '--budget_seconds=60'],
+  process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=lra', '--budget_seconds=60'],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
   assert 'kept the matching' in (tmp_path / 'work' / 'listops_data' / 'generate.log').read_text()
-  runs = json.loads((again / 'summary.json').read_text())['runs']
+  summary = json.loads((again / 'summary.json').read_text())
+  assert summary['benchmarks']['lra'] == lra | {'status': 'ok, in an earlier command'}
+  runs = summary['runs']
   assert runs[FINISHING]['status'] == 'finished in an earlier command' and runs[FINISHING]['step'] == 8
   assert runs['endless']['status'] == 'stopped at the deadline'
   assert 'resum' in (tmp_path / 'work' / 'runs' / 'endless' / 'train.log').read_text().lower()
