@@ -11,7 +11,8 @@ A variant is an encoding name, optionally with overrides: `legendre:grid=open:po
 (a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
 (a dotted key is any config key). `--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`),
 applies to every run. Every run's config is checked before any trains (in a process of its own, so this one
-never holds an accelerator), and the first bad key is an error naming it and its variant.
+never holds an accelerator); the first bad key is an error naming it, and the variant where only its overrides
+are at fault.
 
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
