@@ -25,15 +25,20 @@ WALL_TIME_FILE = 'sweep_wall_time.json'
 LABEL_COLUMNS = ('variant', 'seed', 'device')  # A run's labels; every other column of a row is a figure.
 
 
+def config_flags_of(config: str, overrides: Sequence[tuple[str, str]]) -> list[str]:
+  """The command-line flags that give a training command `config` (PATH[:ARG]) with `overrides`."""
+  return [f'--config={config}', *(f'--config.{key}={value}' for key, value in overrides)]
+
+
 def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
                      overrides: Sequence[tuple[str, str]]) -> list[str]:
-  command = [sys.executable, '-m', task.module, f'--config={config}', f'--workdir={workdir}', f'--config.seed={seed}']
-  return command + [f'--config.{key}={value}' for key, value in overrides]
+  config_flag, *override_flags = config_flags_of(config, [('seed', seed), *overrides])
+  return [sys.executable, '-m', task.module, config_flag, f'--workdir={workdir}', *override_flags]
 
 
 def run_config(config: str, overrides: Sequence[tuple[str, str]]) -> ml_collections.ConfigDict:
   """The config a training command of `config` (PATH[:ARG]) with `overrides` builds, parsed as its flags are."""
-  argv = ['sweep', f'--config={config}', *(f'--config.{key}={value}' for key, value in overrides)]
+  argv = ['sweep', *config_flags_of(config, overrides)]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file('config', None, 'The config file.', flag_values=flag_values, lock_config=True,
                                   sys_argv=argv)
@@ -66,8 +71,7 @@ def config_error(task_name: str, config: str, variant_specs: Sequence[str],
     try:
       run = run_config(config, overrides)
     except (KeyError, AttributeError, OSError, flags.Error) as error:  # As training's flag parsing fails.
-      return label + user_error_message(
-          error, [f'--config={config}', *(f'--config.{k}={v}' for k, v in overrides)], parsing=True)
+      return label + user_error_message(error, config_flags_of(config, overrides), parsing=True)
     try:
       task.read_settings(run)
     except ValueError as error:

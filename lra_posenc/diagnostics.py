@@ -16,7 +16,7 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline  # noqa: E402
 from lra_posenc.listops import settings as listops_settings  # noqa: E402
-from lra_posenc.training.checkpointing import read_task_config, restore_best  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
 
@@ -150,8 +150,7 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
 
 def listops_attention(workdir: str, expression: str, path: str) -> dict:
   """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
-  read_task_config(workdir, 'listops')  # Attention maps are drawn for ListOps inputs.
-  config, params, step = restore_best(workdir)
+  config, params, step = restore_best(workdir, 'listops')  # Attention maps are drawn for ListOps inputs.
   tokens = input_pipeline.tokenize(expression)
   unknown = [t for t in tokens if t not in input_pipeline.TOKEN_IDS]
   if not tokens or unknown:

@@ -42,13 +42,10 @@ def read_csv_figures(path: str, figure_columns: Callable[[str], bool]) -> list[d
       if None in row or None in row.values():  # Cells beyond the header's, or fewer than it has.
         cells = sum(text is not None for column, text in row.items() if column is not None) + len(row.get(None, []))
         raise DataError(path, reader.line_num, f'{cells} columns where the header has {len(reader.fieldnames)}')
-      for column, text in row.items():
-        if figure_columns(column) and text:
-          try:
-            row[column] = float(text)
-          except ValueError:
-            raise DataError(path, reader.line_num, f'column {column!r}: {text!r} is not a number') from None
-        elif figure_columns(column):
-          row[column] = None
+      for column in filter(figure_columns, reader.fieldnames):
+        try:
+          row[column] = float(row[column]) if row[column] else None
+        except ValueError:
+          raise DataError(path, reader.line_num, f'column {column!r}: {row[column]!r} is not a number') from None
       rows.append(row)
   return rows

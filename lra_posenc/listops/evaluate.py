@@ -25,7 +25,7 @@ from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
-from lra_posenc.training.checkpointing import read_task_config, restore_best
+from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.training.workdir import write_json
@@ -73,10 +73,9 @@ def breakdown(groups: np.ndarray, labels: Sequence[str], correct: np.ndarray, nl
 def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_invalid: str | None = None,
                   max_length: int | None = None, length_buckets: int = 5) -> dict:
   """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
-  read_task_config(workdir, 'listops')
   if length_buckets < 1:
     raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
-  config, params, step = restore_best(workdir)
+  config, params, step = restore_best(workdir, 'listops')
   run = read_scoring_settings(config)
   model, data = run.model, run.data
   dataset, read_report = input_pipeline.read_split(

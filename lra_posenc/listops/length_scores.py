@@ -12,7 +12,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline, settings, train
 from lra_posenc.listops.evaluate import evaluate_file, example_scores
 from lra_posenc.sweeps import bucket_label
-from lra_posenc.training.checkpointing import read_config, read_task_config, restore_best
+from lra_posenc.training.checkpointing import read_config, restore_best
 
 
 def length_set(spec: dict, low: int, high: int, num_samples: int, data_dir: str) -> str:
@@ -30,8 +30,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   """Per bucket [bounds[i], bounds[i+1]) of tokens, `num_samples` expressions drawn into `data_dir` from the run's
   own generator (and its own test split first): accuracy of the best checkpoint (None if the encoding cannot reach
   it) and the majority class."""
-  read_task_config(workdir, 'listops')
-  config, params, _ = restore_best(workdir)
+  config, params, _ = restore_best(workdir, 'listops')
   run = settings.read_scoring_settings(config)
   model, data = run.model, run.data
   test_dir = train.data_directory(data.data_dir, workdir)

@@ -197,12 +197,13 @@ def read_task_config(workdir: str, task: str) -> ml_collections.ConfigDict:
   return config
 
 
-def restore_best(workdir: str) -> tuple[ml_collections.ConfigDict, Any, int]:
-  """The config a finished (or running) workdir was trained with, its best params and their step.
+def restore_best(workdir: str, task: str | None = None) -> tuple[ml_collections.ConfigDict, Any, int]:
+  """The config a finished (or running) workdir was trained with, its best params and their step; with `task`,
+  a workdir of another task's is a ValueError before anything is restored.
 
   Reads only; creates nothing.
   """
-  config = read_config(workdir)
+  config = read_config(workdir) if task is None else read_task_config(workdir, task)
   best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
   (step,), (state,) = _restore_read_only(best_dir, 'no checkpoint yet; train first', newest_only=True)
   return config, state['params'], step
