@@ -14,12 +14,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from flax import linen as nn
 
 from lra_posenc.models import flops
 from lra_posenc.training import trainer
@@ -38,6 +39,8 @@ PEAK_TFLOPS = (
     ('H200', {'bfloat16': 989.4, 'float32': 494.7}),
     ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
 )
+
+ModelT = TypeVar('ModelT', bound=nn.Module)
 
 
 class BatchDecoder(Protocol):
@@ -67,13 +70,10 @@ class Workload:
   translator: BatchDecoder | None = None
 
 
-def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """`config` with attention on XLA's path: to count the model's products (a trace of cuDNN's fused attention
-  hides the two over query-key pairs, which it computes all the same), or to read a run trained on cuDNN
-  where there is none."""
-  config = config.copy_and_resolve_references()
-  config.model.attention_implementation = 'xla'
-  return config
+def with_xla_attention(model: ModelT) -> ModelT:
+  """`model` (its `config` a TransformerConfig) with attention on XLA's path, to count its products: a trace of
+  cuDNN's fused attention hides the two over query-key pairs, which it computes all the same."""
+  return model.clone(config=dataclasses.replace(model.config, attention_implementation='xla'))
 
 
 def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Callable,

@@ -18,7 +18,7 @@ from absl import logging
 from lra_posenc import benchmarking
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
-from lra_posenc.listops.settings import DataSettings, create_model, read_settings
+from lra_posenc.listops.settings import DataSettings, read_settings
 from lra_posenc.models import flops
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.models.transformer import attention_paths
@@ -77,7 +77,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, train=False)['params']
-  counted = create_model(benchmarking.with_xla_attention(config))
+  counted = benchmarking.with_xla_attention(model)
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(listops.trainer, init,

@@ -4,9 +4,9 @@ from collections.abc import Sequence
 from lra_posenc.training.checkpointing import read_task_config
 from lra_posenc.translation import bleu, input_pipeline
 from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.settings import read_data
+from lra_posenc.translation.settings import read_translator_settings
 from lra_posenc.translation.translate import checkpoint_params
-from lra_posenc.translation.translator import create_translator
+from lra_posenc.translation.translator import build_translator
 
 
 def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> list[tuple[int, float | None]]:
@@ -18,13 +18,13 @@ def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> li
 def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_penalties: Sequence[float],
                   checkpoint: str = 'best') -> dict:
   """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
-  config = read_task_config(workdir, 'translation')
+  translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=True)
   params, steps = checkpoint_params(workdir, checkpoint)
-  data = read_data(config.data)
+  data = translation.data
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
                                                  lowercase=data.tokenizer.lowercase)
   text = translation_train.read_text(data, split)
-  translator = create_translator(config, tokenizers)
+  translator = build_translator(translation, tokenizers)
   rows = []
   for beam_size, length_penalty in settings(beam_sizes, length_penalties):
     hypotheses = translator.with_search(beam_size=beam_size, length_penalty=length_penalty or 0.0).translate(

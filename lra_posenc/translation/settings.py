@@ -96,6 +96,20 @@ class TranslationSettings:
   decoding: DecodingSettings
   max_tokens: int
 
+  @property
+  def translator(self) -> 'TranslatorSettings':
+    """The sections a Translator is built from."""
+    return TranslatorSettings(data=self.data, model=self.model, decoding=self.decoding)
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslatorSettings:
+  """What translating reads of a translation config: the data (tokenizer, longest evaluated source), the model
+  and the search."""
+  data: DataSettings
+  model: ModelSettings
+  decoding: DecodingSettings
+
 
 def read_settings(config: ml_collections.ConfigDict) -> TranslationSettings:
   """Every section checked, before any data is read."""
@@ -168,7 +182,14 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings, decoding: D
                        share_embeddings=model.share_embeddings, embedding_scaling=model.embedding_scaling)
 
 
+def read_translator_settings(config: ml_collections.ConfigDict, *, reads_text: bool = False) -> TranslatorSettings:
+  """The data, model and decoding sections of a config (a trained run's config.json, say), checked; the data as
+  for training with `reads_text` (a caller that reads the config's text: where it is, the length buckets)."""
+  data = read_data(config.data, for_training=reads_text)
+  decoding = read_decoding(config.decoding)
+  return TranslatorSettings(data=data, model=read_model(config.model, data, decoding), decoding=decoding)
+
+
 def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:
   """The Transformer stack a translation config describes, at the positions training and decoding need."""
-  data = read_data(config.data, for_training=False)
-  return read_model(config.model, data, read_decoding(config.decoding)).transformer
+  return read_translator_settings(config).model.transformer

@@ -30,8 +30,9 @@ from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.settings import (TASK_SECTIONS, TRAINING_KEYS, DataSettings, LossSettings,
-                                             TranslationSettings, read_data, read_loss, read_settings)
-from lra_posenc.translation.translator import Translator, build_translator, create_translator
+                                             TranslationSettings, read_loss, read_settings,
+                                             read_translator_settings)
+from lra_posenc.translation.translator import Translator, build_translator
 
 def translation_metrics(model: Seq2SeqTransformer, loss_settings: LossSettings, params: Params,
                         batch: Batch, rng: jax.Array | None) -> dict[str, jax.Array]:
@@ -100,9 +101,9 @@ def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
 def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
   """The model `config` describes, on random source and target ids: `data.max_length` of each, from
   `data.tokenizer.vocab_size` (no tokenizer is trained, no text read)."""
-  data = read_data(config.data, for_training=False)
-  vocab_size, length = data.tokenizer.vocab_size, data.max_length
-  translator = create_translator(config, None, (vocab_size, vocab_size))
+  translation = read_translator_settings(config)
+  vocab_size, length = translation.data.tokenizer.vocab_size, translation.data.max_length
+  translator = build_translator(translation, None, (vocab_size, vocab_size))
   model = translator.model
 
   def batch(examples: int, rng: np.random.Generator) -> Batch:
@@ -111,7 +112,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, example, train=False)['params']
-  counted = create_translator(benchmarking.with_xla_attention(config), None, (vocab_size, vocab_size)).model
+  counted = benchmarking.with_xla_attention(model)
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS),
@@ -150,7 +151,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     logging.info('training.max_tokens=%d: sentences per batch by length bucket %s', settings.max_tokens,
                  dict(zip(data.length_buckets, token_budget_batch_sizes(
                      data.length_buckets, settings.max_tokens, batch_size, jax.device_count()))))
-  translator = build_translator(settings.model, settings.decoding, data.max_eval_source_length, tokenizers)
+  translator = build_translator(settings.translator, tokenizers)
   model = translator.model
 
   greedy = translator.with_search(beam_size=1)

@@ -18,8 +18,8 @@ from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.translation import input_pipeline
-from lra_posenc.translation.settings import read_data
-from lra_posenc.translation.translator import create_translator
+from lra_posenc.translation.settings import read_translator_settings
+from lra_posenc.translation.translator import build_translator
 
 # The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
 # parameters of its last evaluations (`evaluation.average_last`), as training scored both.
@@ -37,11 +37,11 @@ def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]
 
 def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
                         beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
-  config = read_task_config(workdir, 'translation')
+  settings = read_translator_settings(read_task_config(workdir, 'translation'))
   params, _ = checkpoint_params(workdir, checkpoint)
-  tokenizer = read_data(config.data, for_training=False).tokenizer
+  tokenizer = settings.data.tokenizer
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
-  translator = create_translator(config, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
+  translator = build_translator(settings, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
   return translator.translate(params, sentences)
 
 

@@ -13,7 +13,7 @@ from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.training.task import Params
 from lra_posenc.translation import decode, settings
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
-from lra_posenc.translation.settings import DecodingSettings, ModelSettings
+from lra_posenc.translation.settings import ModelSettings, TranslatorSettings
 from lra_posenc.validation import check_range
 
 
@@ -112,13 +112,14 @@ def create_model(model: ModelSettings, source_vocab_size: int, target_vocab_size
                             bos_id=BOS_ID, pad_id=PAD_ID, embedding_scaling=model.embedding_scaling)
 
 
-def build_translator(model: ModelSettings, decoding: DecodingSettings, max_source_length: int,
-                     tokenizers: Tokenizers | None, vocab_sizes: tuple[int, int] | None = None) -> Translator:
+def build_translator(settings: TranslatorSettings, tokenizers: Tokenizers | None,
+                     vocab_sizes: tuple[int, int] | None = None) -> Translator:
   """The translator of these settings; without `tokenizers` (ids only) give the `vocab_sizes`."""
   if tokenizers is not None:
     vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
-  return Translator(create_model(model, *vocab_sizes), tokenizers, beam_size=decoding.beam_size,
-                    length_penalty=decoding.length_penalty, max_source_length=max_source_length,
+  decoding = settings.decoding
+  return Translator(create_model(settings.model, *vocab_sizes), tokenizers, beam_size=decoding.beam_size,
+                    length_penalty=decoding.length_penalty, max_source_length=settings.data.max_eval_source_length,
                     max_output_length=decoding.max_output_length, batch_size=decoding.batch_size)
 
 
@@ -126,7 +127,4 @@ def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers 
                       vocab_sizes: tuple[int, int] | None = None) -> Translator:
   """The translator a translation config describes (a trained run's config.json, say), its data (what
   translating reads of it), model and decoding sections checked."""
-  data = settings.read_data(config.data, for_training=False)
-  decoding = settings.read_decoding(config.decoding)
-  return build_translator(settings.read_model(config.model, data, decoding), decoding, data.max_eval_source_length,
-                          tokenizers, vocab_sizes)
+  return build_translator(settings.read_translator_settings(config), tokenizers, vocab_sizes)
