@@ -20,9 +20,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import linen as nn
 
 from lra_posenc.models import flops
+from lra_posenc.models.classifier import TransformerClassifier
+from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
@@ -40,7 +41,7 @@ PEAK_TFLOPS = (
     ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
 )
 
-ModelT = TypeVar('ModelT', bound=nn.Module)
+ModelT = TypeVar('ModelT', TransformerClassifier, Seq2SeqTransformer)
 
 
 class BatchDecoder(Protocol):
@@ -71,7 +72,7 @@ class Workload:
 
 
 def with_xla_attention(model: ModelT) -> ModelT:
-  """`model` (its `config` a TransformerConfig) with attention on XLA's path, to count its products: a trace of
+  """`model` with attention on XLA's path, to count its products: a trace of
   cuDNN's fused attention hides the two over query-key pairs, which it computes all the same."""
   return model.clone(config=dataclasses.replace(model.config, attention_implementation='xla'))
 

@@ -97,7 +97,7 @@ class TranslationSettings:
   max_tokens: int
 
   @property
-  def translator(self) -> 'TranslatorSettings':
+  def translator_settings(self) -> 'TranslatorSettings':
     """The sections a Translator is built from."""
     return TranslatorSettings(data=self.data, model=self.model, decoding=self.decoding)
 
@@ -183,8 +183,9 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings, decoding: D
 
 
 def read_translator_settings(config: ml_collections.ConfigDict, *, reads_text: bool = False) -> TranslatorSettings:
-  """The data, model and decoding sections of a config (a trained run's config.json, say), checked; the data as
-  for training with `reads_text` (a caller that reads the config's text: where it is, the length buckets)."""
+  """The data, model and decoding sections of a config (a trained run's config.json, say), checked; with
+  `reads_text` (a caller that reads the config's text) the data is checked as for training, where the text is
+  included."""
   data = read_data(config.data, for_training=reads_text)
   decoding = read_decoding(config.decoding)
   return TranslatorSettings(data=data, model=read_model(config.model, data, decoding), decoding=decoding)

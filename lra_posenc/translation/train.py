@@ -151,7 +151,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     logging.info('training.max_tokens=%d: sentences per batch by length bucket %s', settings.max_tokens,
                  dict(zip(data.length_buckets, token_budget_batch_sizes(
                      data.length_buckets, settings.max_tokens, batch_size, jax.device_count()))))
-  translator = build_translator(settings.translator, tokenizers)
+  translator = build_translator(settings.translator_settings, tokenizers)
   model = translator.model
 
   greedy = translator.with_search(beam_size=1)

@@ -37,11 +37,11 @@ def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]
 
 def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
                         beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
-  settings = read_translator_settings(read_task_config(workdir, 'translation'))
+  translation = read_translator_settings(read_task_config(workdir, 'translation'))
   params, _ = checkpoint_params(workdir, checkpoint)
-  tokenizer = settings.data.tokenizer
+  tokenizer = translation.data.tokenizer
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
-  translator = build_translator(settings, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
+  translator = build_translator(translation, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
   return translator.translate(params, sentences)
 
 

@@ -11,9 +11,9 @@ import numpy as np
 from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.training.task import Params
-from lra_posenc.translation import decode, settings
+from lra_posenc.translation import decode
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
-from lra_posenc.translation.settings import ModelSettings, TranslatorSettings
+from lra_posenc.translation.settings import ModelSettings, TranslatorSettings, read_translator_settings
 from lra_posenc.validation import check_range
 
 
@@ -126,5 +126,5 @@ def build_translator(settings: TranslatorSettings, tokenizers: Tokenizers | None
 def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,
                       vocab_sizes: tuple[int, int] | None = None) -> Translator:
   """The translator a translation config describes (a trained run's config.json, say), its data (what
-  translating reads of it), model and decoding sections checked."""
-  return build_translator(settings.read_translator_settings(config), tokenizers, vocab_sizes)
+  translating reads of it), model and decoding sections checked: for callers holding a config, not settings."""
+  return build_translator(read_translator_settings(config), tokenizers, vocab_sizes)
