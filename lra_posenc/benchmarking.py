@@ -14,7 +14,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -22,8 +22,6 @@ import ml_collections
 import numpy as np
 
 from lra_posenc.models import flops
-from lra_posenc.models.classifier import TransformerClassifier
-from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.metric_writer import read_history
@@ -40,9 +38,6 @@ PEAK_TFLOPS = (
     ('H200', {'bfloat16': 989.4, 'float32': 494.7}),
     ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
 )
-
-ModelT = TypeVar('ModelT', TransformerClassifier, Seq2SeqTransformer)
-
 
 class BatchDecoder(Protocol):
   """What decoding benchmarks need of a task's decoder (the translation task's Translator)."""
@@ -69,12 +64,6 @@ class Workload:
   forward_flops: flops.ForwardFlops
   tokens_per_example: int
   translator: BatchDecoder | None = None
-
-
-def with_xla_attention(model: ModelT) -> ModelT:
-  """`model` with attention on XLA's path, to count its products: a trace of
-  cuDNN's fused attention hides the two over query-key pairs, which it computes all the same."""
-  return model.clone(config=dataclasses.replace(model.config, attention_implementation='xla'))
 
 
 def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Callable,

@@ -16,6 +16,7 @@ from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data import listops as generator  # noqa: E402
 from lra_posenc.listops import input_pipeline  # noqa: E402
 from lra_posenc.listops import settings as listops_settings  # noqa: E402
+from lra_posenc.models.transformer import with_xla_attention  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
@@ -157,7 +158,7 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
     raise ValueError(f'--expression: {unknown or "no tokens"}; ListOps tokens are {input_pipeline.VOCAB[1:]}')
   ids = jnp.asarray([[input_pipeline.TOKEN_IDS[t] for t in tokens]], jnp.int32)
   run = listops_settings.read_scoring_settings(config)
-  model = run.model
+  model = with_xla_attention(run.model)  # Weights to draw, on any backend, whatever path the run trained on.
   logits, state = model.apply({'params': params}, ids, train=False, mutable=['intermediates'])
   encoder = state['intermediates']['encoder']
   layers = [np.asarray(encoder[f'block_{i}']['MultiHeadAttention_0']['attention_weights'][0])[0]

@@ -25,21 +25,12 @@ import json
 import os
 from collections.abc import Sequence
 
-import ml_collections
-
 from lra_posenc import encodings
 from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.training.config_checks import task_of
 from lra_posenc.validation import comma_separated
-
-
-def with_xla_attention(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """`config` with attention on XLA's path, so that a run trained on cuDNN is read where there is none."""
-  config = config.copy_and_resolve_references()
-  config.model.attention_implementation = 'xla'
-  return config
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -63,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   if args.workdir:
     config, params, _ = restore_best(args.workdir)
     # The trained shape, [CLS] and all.
-    model = TASKS[task_of(config)].transformer_of(with_xla_attention(config))
+    model = TASKS[task_of(config)].transformer_of(config)
     names, options = [model.pos_encoding], model.pos_encoding_options
     dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
     trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))

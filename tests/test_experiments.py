@@ -4,6 +4,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 
 import jax
@@ -528,6 +529,16 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   assert os.path.getsize(tmp_path / 'attention_learned.png') > 0
   with pytest.raises(ValueError, match="'\\[MUL'"):
     encoding_diagnostics.listops_attention(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
+  # A run whose config asks for cuDNN is drawn on this CPU all the same, with the same prediction.
+  cudnn_trained = str(tmp_path / 'cudnn_trained')
+  shutil.copytree(workdir, cudnn_trained)
+  with open(os.path.join(cudnn_trained, 'config.json')) as f:
+    config = json.load(f)
+  config['model']['attention_implementation'] = 'cudnn'
+  with open(os.path.join(cudnn_trained, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  assert encoding_diagnostics.listops_attention(cudnn_trained, '[MAX 2 [MIN 4 7 ] 0 ]',
+                                                str(tmp_path / 'cudnn.png')) == attention
 
 
 @pytest.mark.parametrize('variant', lra.VARIANTS)

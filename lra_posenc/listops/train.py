@@ -21,7 +21,7 @@ from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.listops.settings import DataSettings, read_settings
 from lra_posenc.models import flops
 from lra_posenc.models.classifier import TransformerClassifier
-from lra_posenc.models.transformer import attention_paths
+from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
 from lra_posenc.training.task import Params, Task
@@ -77,7 +77,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, train=False)['params']
-  counted = benchmarking.with_xla_attention(model)
+  counted = with_xla_attention(model)
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(listops.trainer, init,

@@ -2,6 +2,7 @@
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import TypeVar
 
 import flax.linen as nn
 import jax
@@ -15,6 +16,7 @@ from lra_posenc.models.dropout import Dropout
 from lra_posenc.validation import check_positive, check_range, check_section_choice
 
 Array = jax.Array
+ModelT = TypeVar('ModelT', bound=nn.Module)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +91,16 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
     attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=has_content, has_content=has_content),
                           jax.local_devices()[0])
   return cfg
+
+
+def with_xla_attention(model: ModelT) -> ModelT:
+  """`model` (a module whose `config` is a TransformerConfig) with every attention call on XLA's path.
+
+  XLA runs on any backend and materialises the weights, so a model trained on cuDNN can be read on a
+  CPU and have its attention weights drawn, and a trace shows the two products over query-key pairs
+  that a cuDNN call hides (and computes all the same).
+  """
+  return model.clone(config=dataclasses.replace(model.config, attention_implementation='xla'))
 
 
 def _attention_call(cfg: TransformerConfig, query_length: int, key_length: int, *, has_bias: bool,

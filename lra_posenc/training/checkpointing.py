@@ -180,11 +180,19 @@ class Checkpoints:
 
 
 def read_config(workdir: str) -> ml_collections.ConfigDict:
-  """The config a workdir was trained with (keys renamed since, under their new names)."""
+  """The config a workdir was trained with (keys renamed since, under their new names), to read the run here.
+
+  The attention path is how the training machine computed, not what was trained, so an explicit
+  'cudnn' reads as 'auto' (cuDNN where this machine can serve a call, XLA elsewhere): a run trained
+  on a GPU is scored, decoded and drawn on a CPU.
+  """
   config_path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no {CONFIG_FILE})')
-  return ml_collections.ConfigDict(upgrade_old_config(read_json(config_path)))
+  config = ml_collections.ConfigDict(upgrade_old_config(read_json(config_path)))
+  if config.get('model', {}).get('attention_implementation') == 'cudnn':
+    config.model.attention_implementation = 'auto'
+  return config
 
 
 def read_task_config(workdir: str, task: str) -> ml_collections.ConfigDict:

@@ -22,7 +22,7 @@ from absl import logging
 from lra_posenc import benchmarking
 from lra_posenc.models import flops
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
-from lra_posenc.models.transformer import attention_paths
+from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.settings import read_trainer_settings
@@ -112,7 +112,7 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, example, train=False)['params']
-  counted = benchmarking.with_xla_attention(model)
+  counted = with_xla_attention(model)
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
       task=benchmarking.synthetic_task(read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS),
