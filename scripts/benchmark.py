@@ -13,8 +13,9 @@ With --trace_dir=DIR, 20 more steps of each encoding are traced by jax.profiler 
 The real input pipeline and train loop against the same batches held on device:
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --pipeline \\
         --workdir=runs/benchmark/pipeline
-Data parallelism over forced CPU devices (one process per count; the first-step losses
-must agree, as the global batch is the same):
+Data parallelism over forced CPU devices (one process per count; without dropout the
+first-step losses must agree, as the global batch is the same; each device draws its own
+dropout masks):
     python scripts/benchmark.py --task=listops --config=configs/listops/lra.py:cpu --device_counts=1,2,4
 Where XLA:CPU spends the train step, by operation kind (matrix products, copies, reductions...):
     python scripts/benchmark.py --task=translation --config=configs/translation/multi30k.py:tiny \\
