@@ -39,6 +39,7 @@ PEAK_TFLOPS = (
     ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
 )
 
+
 class BatchDecoder(Protocol):
   """What decoding benchmarks need of a task's decoder (the translation task's Translator)."""
   batch_size: int

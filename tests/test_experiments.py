@@ -537,8 +537,10 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   config['model']['attention_implementation'] = 'cudnn'
   with open(os.path.join(cudnn_trained, 'config.json'), 'w') as f:
     json.dump(config, f)
-  assert encoding_diagnostics.listops_attention(cudnn_trained, '[MAX 2 [MIN 4 7 ] 0 ]',
-                                                str(tmp_path / 'cudnn.png')) == attention
+  diagnostics.main([f'--output_dir={tmp_path / "cudnn"}', f'--workdir={cudnn_trained}',
+                    '--expression=[MAX 2 [MIN 4 7 ] 0 ]', '--lengths=8,16'])
+  with open(tmp_path / 'cudnn' / 'summary.json') as f:
+    assert json.load(f)['attention'] == attention
 
 
 @pytest.mark.parametrize('variant', lra.VARIANTS)

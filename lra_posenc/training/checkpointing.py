@@ -180,7 +180,7 @@ class Checkpoints:
 
 
 def read_config(workdir: str) -> ml_collections.ConfigDict:
-  """The config a workdir was trained with (keys renamed since, under their new names), to read the run here.
+  """The config a workdir was trained with (keys renamed since, under their new names), for reading the run.
 
   The attention path is how the training machine computed, not what was trained, so an explicit
   'cudnn' reads as 'auto' (cuDNN where this machine can serve a call, XLA elsewhere): a run trained
