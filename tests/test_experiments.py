@@ -34,6 +34,7 @@ from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
 from lra_posenc.translation.translator import create_translator
 from lra_posenc.training.metric_writer import MetricWriter, read_history
+from lra_posenc.training.workdir import CONFIG_FILE, read_json, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -532,11 +533,10 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   # A run whose config asks for cuDNN is drawn on this CPU all the same, with the same prediction.
   cudnn_trained = str(tmp_path / 'cudnn_trained')
   shutil.copytree(workdir, cudnn_trained)
-  with open(os.path.join(cudnn_trained, 'config.json')) as f:
-    config = json.load(f)
+  config_path = os.path.join(cudnn_trained, CONFIG_FILE)
+  config = read_json(config_path)
   config['model']['attention_implementation'] = 'cudnn'
-  with open(os.path.join(cudnn_trained, 'config.json'), 'w') as f:
-    json.dump(config, f)
+  write_json(config_path, config)
   diagnostics.main([f'--output_dir={tmp_path / "cudnn"}', f'--workdir={cudnn_trained}',
                     '--expression=[MAX 2 [MIN 4 7 ] 0 ]', '--lengths=8,16'])
   with open(tmp_path / 'cudnn' / 'summary.json') as f:
