@@ -111,9 +111,12 @@ def steps_to_target(history: Sequence[dict], metric: str, target: float) -> int 
 
 def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: float) -> dict | None:
   """One finished run's figures, or None when it has no results.json yet."""
-  results = read_json_if_present(os.path.join(workdir, RESULTS_FILE))
+  path = os.path.join(workdir, RESULTS_FILE)
+  results = read_json_if_present(path)
   if results is None:
     return None
+  if missing := [key for key in ('test_sets', 'validation', 'best_step') if key not in results]:
+    raise ValueError(f'{path}: no {", ".join(missing)}; not a results.json the trainer wrote')
   row = {'variant': variant.spec, 'seed': seed, 'device': trained_on(results.get('provenance'))}
   for split, scores in results['test_sets'].items():
     for metric in task.test_metrics:
@@ -147,7 +150,7 @@ def trained_on(run_provenance: dict | None) -> str | None:
   devices = run_provenance['devices']
   if devices['platform'] == 'cpu':
     cpu = run_provenance.get('host_cpu')
-    name = f'CPU ({provenance.describe_cpu(cpu)})' if cpu else 'CPU'
+    name = f'CPU ({provenance.describe_cpu(cpu)})' if cpu else 'CPU (model not recorded)'
   else:
     name = devices['kind']
   return f"{devices['count']} x {name}" if devices['count'] > 1 else name
@@ -188,6 +191,16 @@ def budget_note(summaries: Sequence[dict]) -> str:
           f"{', '.join(runs)}.\n")
 
 
+def unfinished_note(unfinished: dict[str, list[int]]) -> str:
+  """A line naming the runs asked for that have no results.json (not trained, or still training), whose
+  variants' figures are over fewer seeds; empty when every run finished."""
+  if not unfinished:
+    return ''
+  return ('\nNot finished (no results.json), so not in the table: '
+          + '; '.join(f"{variant} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+                      for variant, seeds in unfinished.items()) + '.\n')
+
+
 def device_note(summaries: Sequence[dict]) -> str:
   """A line naming where each run trained when the runs used more than one kind of device (their train
   minutes then compare only within one); empty when they all used one."""
@@ -223,29 +236,33 @@ def summary_table(summaries: Sequence[dict], digits: dict[str, int]) -> str:
 
 
 def plot_convergence(histories: dict[str, list[list[dict]]], metric: str, label: str, path: str, title: str) -> None:
-  """Validation `metric` (`label` on the axis) against step: per variant the mean over seeds, shaded min to max."""
+  """Validation `metric` (`label` on the axis) against step: per variant the mean over the seeds validated at
+  each step (a seed stopped early by patience leaves the rest), shaded min to max."""
   figure, axes = comparison_figure(len(histories))
   for variant, runs in histories.items():
-    steps = sorted(set.intersection(*[{r['step'] for r in run} for run in runs])) if runs else []
+    steps = sorted({record['step'] for run in runs for record in run})
     if not steps:
       continue
-    values = np.array([[next(r[metric] for r in run if r['step'] == step) for step in steps] for run in runs])
-    line, = axes.plot(steps, values.mean(0), label=f'{variant} (n={len(runs)})')
+    scores = [{record['step']: record[metric] for record in run} for run in runs]
+    values = np.array([[seen.get(step, np.nan) for step in steps] for seen in scores])
+    line, = axes.plot(steps, np.nanmean(values, 0), label=f'{variant} (n={len(runs)})')
     if len(runs) > 1:
-      axes.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
+      axes.fill_between(steps, np.nanmin(values, 0), np.nanmax(values, 0), color=line.get_color(), alpha=0.15)
   axes.set(xlabel='training step', ylabel=label, title=title)
-  save_line_plot(figure, axes, path, legend_title='mean over n seeds;\nshaded: min to max')
+  save_line_plot(figure, axes, path, legend_title='mean over the seeds\nvalidated at each step;\nshaded: min to max')
 
 
 def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], output_dir: str,
              target: float, report_dir: str) -> list[dict]:
   """Writes runs.csv, summary.json, summary.md and convergence.png into `report_dir` from the finished runs."""
-  rows, histories = [], {}
+  rows, histories, unfinished = [], {}, {}
   for variant in variants:
     for seed in seeds:
       workdir = run_dir(output_dir, variant, seed)
       row = run_row(task, variant, seed, workdir, target)
-      if row is not None:
+      if row is None:
+        unfinished.setdefault(variant.spec, []).append(seed)
+      else:
         rows.append(row)
         histories.setdefault(variant.spec, []).append(read_history(workdir, 'validation'))
   if not rows:
@@ -259,7 +276,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   summaries = variant_summaries(rows, variants)
   write_json(os.path.join(report_dir, 'summary.json'), summaries, sort_keys=False)
   table = summary_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
-  table += budget_note(summaries) + device_note(summaries)
+  table += budget_note(summaries) + unfinished_note(unfinished) + device_note(summaries)
   with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,

@@ -10,10 +10,11 @@ from lra_posenc import encodings
 from lra_posenc.data.files import read_csv_figures
 from lra_posenc.sweeps import (CANNOT_EXTRAPOLATE, comparison_figure, length_table, mean_and_std, mean_std_cell,
                                save_line_plot, spec_of_directory)
-from lra_posenc.tasks import TaskSpec
-from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present, write_json
+from lra_posenc.tasks import TASKS, TaskSpec
+from lra_posenc.training.workdir import RESULTS_FILE, read_json, read_json_if_present, write_json
 
 CACHE_FILE = 'length_scores.json'
+SCORED_RUN = 'scored run'  # In CACHE_FILE: the steps of results.json when the run was scored.
 
 
 def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
@@ -34,18 +35,44 @@ def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
   return runs
 
 
+def length_set_key(task: str, by: str, bounds: Sequence[int], num_samples: int,
+                   recorded: Sequence[str] = ()) -> str:
+  """What a run's scores are kept under: what they depend on, so that other bounds or samples score anew
+  ('listops [64, 128, 256, 512] 500'; by depth, 'listops depth'; from recorded statistics, with CHECKPOINT:BLEU)."""
+  if by == 'depth':
+    return f'{task} depth'
+  if recorded:
+    return f'{task} {list(bounds)} source words {":".join(recorded)}'
+  return f'{task} {list(bounds)}' + (f' {num_samples}' if TASKS[task].draws_length_sets else '')
+
+
+def length_scores(workdir: str) -> dict[str, dict]:
+  """The length sets kept in WORKDIR/length_scores.json for the run as it stands (set -> bucket -> score):
+  none if the run has trained on since they were scored, its best or last step having moved (files from before
+  that record are trusted)."""
+  kept = read_json_if_present(os.path.join(workdir, CACHE_FILE)) or {}
+  scored_run = kept.pop(SCORED_RUN, None)
+  return {} if scored_run is not None and scored_run != _run_steps(workdir) else kept
+
+
+def _run_steps(workdir: str) -> dict[str, int | None]:
+  """What tells one state of a run from the next: its best and last steps."""
+  results = read_json(os.path.join(workdir, RESULTS_FILE))
+  return {'best_step': results['best_step'], 'step': results.get('step')}
+
+
 def cached(workdir: str, key: str, score: Callable[[], dict | None]) -> dict | None:
-  """`score()`, kept in WORKDIR/length_scores.json under `key` so that re-runs score only new runs (None, a run
-  with nothing to score, is not kept)."""
-  path = os.path.join(workdir, CACHE_FILE)
-  cache = read_json_if_present(path) or {}
-  if key not in cache:
+  """`score()`, kept in WORKDIR/length_scores.json under `key` with the run's steps, so that re-runs score only
+  new runs and runs trained on since (None, a run with nothing to score, is not kept)."""
+  kept = length_scores(workdir)
+  if key not in kept:
     scores = score()
     if scores is None:
       return None
-    cache[key] = scores
-    write_json(path, cache, sort_keys=False)  # Buckets in the order scored: the table's column order.
-  return cache[key]
+    kept[key] = scores
+    # Buckets in the order scored: the table's column order.
+    write_json(os.path.join(workdir, CACHE_FILE), {SCORED_RUN: _run_steps(workdir), **kept}, sort_keys=False)
+  return kept[key]
 
 
 def bucket_summaries(rows: Sequence[dict]) -> dict[str, dict[str, dict]]:

@@ -20,11 +20,12 @@ import scipy.stats
 from lra_posenc import comparison, length_generalisation, sweeps, tasks
 from lra_posenc.data.files import read_csv_figures
 from lra_posenc.training.checkpointing import read_config
-from lra_posenc.training.workdir import RESULTS_FILE, read_json, read_json_if_present
+from lra_posenc.training.workdir import RESULTS_FILE, read_json
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_data
 
-LISTOPS_LENGTHS = 'listops [64, 128, 256, 512] 500'  # length_scores.json's set: 500 expressions per longer bucket.
+# length_scores.json's set: 500 expressions per longer bucket.
+LISTOPS_LENGTHS = length_generalisation.length_set_key('listops', 'length', (64, 128, 256, 512), 500)
 
 # One table per task and setting. sources: paths under results/, each a folder of VARIANT/seed_S run folders or a
 # runs.csv (a study whose run folders were not committed); metric: the column ranked and tested, of the rows
@@ -88,21 +89,28 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
             for row in read_csv_figures(path, lambda column: column not in comparison.LABEL_COLUMNS)]
   runs = []
   for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
-    seeds = sorted((int(name.removeprefix('seed_')), os.path.join(path, directory, name))
+    seeds = sorted((_seed_of(os.path.join(path, directory, name)), os.path.join(path, directory, name))
                    for name in os.listdir(os.path.join(path, directory)) if name.startswith('seed_'))
     variant = sweeps.parse_variant(sweeps.spec_of_directory(directory)) if seeds else None
     for seed, run_dir in seeds:
       row = comparison.run_row(task, variant, seed, run_dir, task.default_target)
       if row is None:
         continue
-      length_scores = read_json_if_present(os.path.join(run_dir, length_generalisation.CACHE_FILE)) or {}
-      for length_set, buckets in length_scores.items():
+      for length_set, buckets in length_generalisation.length_scores(run_dir).items():
         for bucket, scores in buckets.items():
           row[f'{length_set} {bucket}'] = scores['score']
           row[f'{length_set} {bucket} majority'] = scores.get('majority')
       reason = read_json(os.path.join(run_dir, RESULTS_FILE)).get('training_ended', {}).get('reason')
       runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir})
   return runs
+
+
+def _seed_of(run_dir: str) -> int:
+  """The seed a run folder seed_S names."""
+  seed = os.path.basename(run_dir).removeprefix('seed_')
+  if not seed.isdigit():
+    raise ValueError(f'{run_dir}: a run folder is named seed_S, S a whole number')
+  return int(seed)
 
 
 def table_rows(table: dict, results_dir: str) -> list[dict]:
@@ -166,6 +174,7 @@ def _bootstrap(row: dict, pooled: tuple | None, reference: tuple | None) -> dict
   if row['delta'] is None or pooled is None or reference is None:
     return {'bootstrap_p': None, 'bootstrap_seeds': []}
   protocol, statistics, seeds = pooled
+  _check_same_bleu(protocol, reference[0], f"{row['encoding']} against the reference")
   return {'bootstrap_p': bleu.paired_test(protocol, [reference[1], statistics], 'bootstrap')[1].p_value,
           'bootstrap_seeds': seeds}
 
@@ -179,13 +188,23 @@ def pooled_statistics(runs: Sequence[dict], checkpoint: str, split: str, name: s
   for run in runs:
     if run['run_dir'] is None or not os.path.isfile(bleu.statistics_path(run['run_dir'])):
       continue
-    protocol = bleu.protocols(read_data(read_config(run['run_dir']).data))[name]
-    recorded = bleu.read_statistics(run['run_dir'], checkpoint, split, name, protocol)
+    run_protocol = bleu.protocols(read_data(read_config(run['run_dir']).data))[name]
+    recorded = bleu.read_statistics(run['run_dir'], checkpoint, split, name, run_protocol)
     if recorded is None:
       continue
+    if protocol is not None:
+      _check_same_bleu(run_protocol, protocol, f"{run['run_dir']} pooled with {run['variant']}'s other seeds")
+    protocol = run_protocol
     total = recorded.statistics if total is None else total + recorded.statistics
     seeds.append(run['seed'])
   return (protocol, total, seeds) if seeds else None
+
+
+def _check_same_bleu(protocol: bleu.BleuProtocol, other: bleu.BleuProtocol, what: str) -> None:
+  """Sentence statistics of two BLEU protocols do not pool or pair: raise naming where they met."""
+  if bleu.without_version(protocol.signature()) != bleu.without_version(other.signature()):
+    raise ValueError(f'{what}: BLEU {protocol.signature()} and {other.signature()} differ; '
+                     'statistics of different protocols neither pool nor pair')
 
 
 def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tuple[dict, list[dict]]]:
@@ -342,7 +361,10 @@ def with_block(text: str, block: str) -> str:
       raise ValueError(f'{SUMMARY_START} without a following {SUMMARY_END} line')
     return before + wrapped + after
   lines = text.splitlines(keepends=True)
-  index = next(i for i, line in enumerate(lines) if line.startswith('# ')) + 1
+  index = next((i for i, line in enumerate(lines) if line.startswith('# ')), None)
+  if index is None:
+    raise ValueError(f'no {SUMMARY_START} block and no "# " heading to put the summary under')
+  index += 1
   while index < len(lines) and not lines[index].strip():
     index += 1
   while index < len(lines) and lines[index].strip():
@@ -372,7 +394,7 @@ def study_index(results_dir: str, documents: dict[str, str]) -> str:
         if RESULTS_FILE in files)]
     commits = sorted({p['git_commit'][:7] for p in provenances if p.get('git_commit')})
     dates = sorted({p['date'][:10] for p in provenances if p.get('date')})
-    hosts = sorted({_host(p) for p in provenances})
+    hosts = sorted({comparison.trained_on(p) or 'not recorded' for p in provenances})
     cited = '; '.join(sections.get(folder, [])) or 'not cited'
     lines.append(f'| [{folder}/]({folder}/) | {cited} | {len(provenances) or "-"} | '
                  f'{", ".join(commits) or "-"} | {"; ".join(hosts) or "-"} | '
@@ -404,16 +426,6 @@ def _citing_sections(markdown: str) -> dict[str, list[str]]:
         if heading not in cited.setdefault(folder, []):
           cited[folder].append(heading)
   return cited
-
-
-def _host(provenance: dict) -> str:
-  """The accelerator, or the CPU with its family/model where recorded (from 2026-11-26)."""
-  devices, cpu = provenance.get('devices', {}), provenance.get('host_cpu')
-  if devices.get('platform') == 'gpu':
-    return devices['kind']
-  if cpu:
-    return f"{cpu['model']} (family {cpu['family']}, model {cpu['model_number']})"
-  return 'CPU, model not recorded'
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -28,7 +28,8 @@ with the majority class of its expressions; the report goes to SWEEP_DIR/depth.
 An encoding that cannot extrapolate (learned, chebyshev with its max_len normalisation)
 is reported as such for the buckets it cannot read. Writes runs.csv, summary.json,
 summary.md and length_generalisation.png into SWEEP_DIR/length_generalisation (or --report_dir).
-Each run's scores are kept in its workdir (length_scores.json), so a re-run scores only new runs.
+Each run's scores are kept in its workdir (length_scores.json), so a re-run scores only new runs and runs trained
+on since they were scored.
 
 With --paired_with=RUNS_CSV (another report's runs.csv: the same encodings and seeds trained
 differently, e.g. for fewer steps) it also writes paired.md and paired.json: per encoding and
@@ -39,8 +40,8 @@ import json
 import os
 from collections.abc import Sequence
 
-from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, plot, plot_title, sweep_name,
-                                              write_paired_report, write_report)
+from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, length_set_key, plot, plot_title,
+                                              sweep_name, write_paired_report, write_report)
 from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.translation import bleu
 from lra_posenc.translation.translate import CHECKPOINTS
@@ -96,10 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds))):
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
   drawn_sets_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')  # Shared by the runs.
-  # A run's scores are kept under what they depend on: a re-run with other bounds or samples scores anew.
-  key = (f'{args.task} depth' if args.by == 'depth' else
-         f'{args.task} {bounds} source words {":".join(recorded)}' if args.recorded else
-         f'{args.task} {bounds}' + (f' {args.num_samples}' if task.draws_length_sets else ''))
+  key = length_set_key(args.task, args.by, bounds, args.num_samples, recorded if args.recorded else ())
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
     if args.recorded:
@@ -119,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> None:
       if 'majority' in score:
         baseline[bucket] = score['majority']
     print(workdir, {b: s['score'] for b, s in scores.items()}, flush=True)
+  if not rows:
+    raise FileNotFoundError(f'{args.sweep_dir}: no finished run recorded sentence statistics to score')
   buckets = list(dict.fromkeys(row['bucket'] for row in rows))
   if args.by == 'depth':  # Runs may differ in which depths their test splits hold.
     buckets.sort(key=int)

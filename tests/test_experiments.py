@@ -133,13 +133,14 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
                  **({'provenance': provenance} if provenance else {})}, f)
     rows.append(comparison.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
   assert [row['device'] for row in rows] == ['CPU (AMD EPYC (family 25, model 1; avx2, fma), 2 cores)',
-                                             'CPU (AMD EPYC, 2 cores)', 'CPU', '2 x NVIDIA H100 80GB HBM3', None]
+                                             'CPU (AMD EPYC, 2 cores)', 'CPU (model not recorded)',
+                                             '2 x NVIDIA H100 80GB HBM3', None]
   (summary,) = comparison.variant_summaries(rows, [variant])
   assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
   assert comparison.device_note([summary]) == (
       '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC (family 25, '
-      'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU: rope seed 2; '
-      '2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
+      'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU (model not recorded): '
+      'rope seed 2; 2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
   assert comparison.device_note(comparison.variant_summaries(rows[:1], [variant])) == ''
 
 
@@ -160,12 +161,20 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
 
-def test_the_length_cache_keeps_buckets_in_the_order_scored(tmp_path):
-  """The cache's bucket order is the table's column order, so a rewrite (a second key) must not sort it."""
+def test_the_length_cache_keeps_buckets_in_the_order_scored_and_rescores_a_run_trained_on(tmp_path):
+  """The cache's bucket order is the table's column order, so a rewrite (a second key) must not sort it; a run
+  trained on since (its best step moved) has other checkpoints, so its kept scores are stale."""
+  results = {'best_step': 100, 'step': 300}
+  (tmp_path / 'results.json').write_text(json.dumps(results))
   buckets = {'test (<= 64)': 0.5, '64-127': 0.4, '128-255': 0.3}
   length_study.cached(str(tmp_path), 'length', lambda: dict(buckets))
   assert list(length_study.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
+  assert list(length_study.length_scores(str(tmp_path))) == ['length', 'depth']
   assert list(length_study.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
+  (tmp_path / 'results.json').write_text(json.dumps(results | {'best_step': 500, 'step': 600}))
+  assert length_study.length_scores(str(tmp_path)) == {}
+  assert length_study.cached(str(tmp_path), 'length', lambda: {'64-127': 0.6}) == {'64-127': 0.6}
+  assert list(length_study.length_scores(str(tmp_path))) == ['length']
 
 
 def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothing_else():
@@ -196,6 +205,26 @@ def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
   assert [list(s['columns']) for s in summaries] == [['bleu', 'averaged bleu']] * 2
   table = comparison.summary_table(summaries, digits={'bleu': 2})
   assert '| a | 1 | 20.00 | n/a |' in table and '| b | 1 | 21.00 | 22.00 |' in table
+
+
+def test_a_table_names_the_runs_not_finished(tmp_path):
+  """A seed missing from a variant's figures is named, not silently averaged over fewer seeds; a seed stopped
+  early leaves the convergence curve to the others."""
+  for variant, seed, steps in (('rope', 0, [10, 20, 30]), ('rope', 1, [10, 20]), ('t5', 0, [10])):
+    workdir = tmp_path / 'runs' / variant / f'seed_{seed}'
+    os.makedirs(workdir)
+    (workdir / 'results.json').write_text(json.dumps({'test_sets': {'test': {'accuracy': 0.5}}, 'best_step': steps[-1],
+                                                      'validation': {'accuracy': 0.4}, 'step': steps[-1]}))
+    (workdir / 'metrics.jsonl').write_text(''.join(
+        json.dumps({'prefix': 'validation', 'step': step, 'accuracy': step / 100}) + '\n' for step in steps))
+  os.makedirs(tmp_path / 'runs' / 't5' / 'seed_1')  # Still training.
+  variants = [sweeps.Variant(name, name, ()) for name in ('rope', 't5')]
+  summaries = comparison.tabulate(TASKS['listops'], variants, [0, 1, 2], str(tmp_path / 'runs'), 0.4,
+                                  str(tmp_path / 'report'))
+  assert [summary['seeds'] for summary in summaries] == [[0, 1], [0]]
+  table = (tmp_path / 'report' / 'summary.md').read_text()
+  assert 'Not finished (no results.json), so not in the table: rope seed 2; t5 seeds 1, 2.' in table
+  assert os.path.getsize(tmp_path / 'report' / 'convergence.png') > 0
 
 
 def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path):
@@ -289,9 +318,8 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
     assert len(rows) == 20 and all(low <= len(listops_tokens(r)) <= high for r in rows)
   with open(os.path.join(output_dir, 'length_generalisation', 'summary.md')) as f:
     assert '| learned | 0.' in f.read().replace('cannot extrapolate', 'X')
-  with open(os.path.join(output_dir, 'none', 'seed_0', length_study.CACHE_FILE)) as f:
-    cache = json.load(f)
-  assert list(cache) == ['listops [24, 32, 48] 20']  # A re-run reads these instead of scoring again.
+  # A re-run reads these instead of scoring again.
+  assert list(length_study.length_scores(os.path.join(output_dir, 'none', 'seed_0'))) == ['listops [24, 32, 48] 20']
   # Paired with its own runs (read back from runs.csv), every seed's change is zero.
   own_runs = os.path.join(output_dir, 'length_generalisation', 'runs.csv')
   length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--bounds=24,32,48',
@@ -340,7 +368,7 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
     run_dir = sweep_dir / 'rope' / f'seed_{seed}'
     os.makedirs(run_dir)
     (run_dir / 'config.json').write_text(json.dumps(config.to_dict()))
-    (run_dir / 'results.json').write_text('{}')
+    (run_dir / 'results.json').write_text(json.dumps({'best_step': 100, 'step': 100}))
     for split, (_, hypotheses, references) in splits.items():
       if seed == 0:
         bleu.record_statistics(str(run_dir), 'averaged', split, hypotheses, references, data)

@@ -61,8 +61,8 @@ def test_every_relative_link_of_the_documents_names_a_committed_path():
 
 def test_the_index_names_every_folder_with_the_sections_citing_it_and_its_runs_provenance(tmp_path):
   provenance = lambda commit, date, platform: {'git_commit': commit * 40, 'date': f'{date}T10:00:00+00:00',
-                                               'devices': {'platform': platform, 'kind': 'NVIDIA H100' if
-                                                           platform == 'gpu' else 'cpu'}}
+                                               'devices': {'platform': platform, 'count': 1, 'kind':
+                                                           'NVIDIA H100' if platform == 'gpu' else 'cpu'}}
   for run, (commit, date, platform) in {'study/runs/a/seed_0': ('a', '2026-11-20', 'cpu'),
                                         'study/runs/a/seed_1': ('b', '2026-11-22', 'gpu')}.items():
     os.makedirs(tmp_path / run)
@@ -73,7 +73,7 @@ def test_the_index_names_every_folder_with_the_sections_citing_it_and_its_runs_p
   rows = {line.split(' | ')[0]: line.split(' | ') for line in report.study_index(str(tmp_path), documents).splitlines()
           if line.startswith('| [')}
   assert rows['| [study/](study/)'][1:] == ['RESULTS.md § First study; RESULTS.md § Second', '2', 'aaaaaaa, bbbbbbb',
-                                            'CPU, model not recorded; NVIDIA H100', '2026-11-20 to 2026-11-22 |']
+                                            'CPU (model not recorded); NVIDIA H100', '2026-11-20 to 2026-11-22 |']
   assert rows['| [tables_only/](tables_only/)'][1:] == ['not cited', '-', '-', '-', '- |']  # The summary is no section.
 
 
@@ -202,6 +202,15 @@ def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
   assert "sinusoidal's seeds 0, 1" in lines[0]
   assert any(line.startswith('| none |') and line.endswith('| 0.001 (0, 1) |') for line in lines)
   assert any(line.startswith('| alibi |') and line.endswith('| n/a | n/a |') for line in lines)
+
+  # A run scored with another BLEU (sacreBLEU with the other casing) neither pairs with the reference's.
+  cased = load_config(os.path.join(ROOT, 'configs', 'translation', 'multi30k.py'), 'tiny')
+  cased.data.data_dir, cased.data.tokenizer.lowercase = config.data.data_dir, not config.data.tokenizer.lowercase
+  run_dir = str(tmp_path / 'toy' / 'xpos' / 'seed_0')
+  write_run(run_dir, test_sets={'test_2016_flickr': {'bleu': 50.0, 'tokenized_bleu': 50.0}}, config=cased)
+  bleu.record_statistics(run_dir, 'best', 'test_2016_flickr', references, references, read_data(cased.data))
+  with pytest.raises(ValueError, match='xpos against the reference: BLEU .* differ'):
+    report.table_rows(table, str(tmp_path))
 
 
 def test_results_md_block_is_inserted_once_then_replaced():
