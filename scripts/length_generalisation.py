@@ -115,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
       rows.append({'variant': variant, 'workdir': workdir, 'bucket': bucket, 'score': score['score'],
                    'examples': score['examples']})
       if 'majority' in score:
-        baseline[bucket] = score['majority']
+        if baseline.setdefault(bucket, score['majority']) != score['majority']:
+          raise ValueError(f"{workdir}: bucket {bucket}'s majority class is {score['majority']}, the other runs' "
+                           f'{baseline[bucket]}: their examples differ, so one baseline would be wrong')
     print(workdir, {b: s['score'] for b, s in scores.items()}, flush=True)
   if not rows:
     raise FileNotFoundError(f'{args.sweep_dir}: no finished run recorded sentence statistics to score')

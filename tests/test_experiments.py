@@ -392,6 +392,20 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
                                 f'--data_dir={text_dir}'])
 
 
+def test_runs_scored_on_different_examples_give_no_majority_baseline(tmp_path):
+  """The majority-class row is one baseline for every run: runs whose kept scores disagree on it were scored on
+  different examples, and the table would be wrong for some of them."""
+  key = length_study.length_set_key('listops', 'length', [24, 32], 20)
+  for seed, majority in enumerate((0.2, 0.3)):
+    run_dir = tmp_path / 'none' / f'seed_{seed}'
+    os.makedirs(run_dir)
+    (run_dir / 'results.json').write_text(json.dumps({'best_step': 100, 'step': 100}))
+    (run_dir / length_study.CACHE_FILE).write_text(json.dumps(
+        {key: {'24-31': {'score': 0.5, 'majority': majority, 'examples': 20}}}))
+  with pytest.raises(ValueError, match=r"seed_1: bucket 24-31's majority class is 0.3, the other runs' 0.2"):
+    length_generalisation.main(['--task=listops', f'--sweep_dir={tmp_path}', '--bounds=24,32', '--num_samples=20'])
+
+
 def listops_tokens(row: str) -> list[str]:
   return [t for t in row.split('\t')[0].split() if t not in '()']
 
