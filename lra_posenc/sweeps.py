@@ -34,7 +34,9 @@ class Variant:
 
   @property
   def directory(self) -> str:
-    return self.spec.replace(':', '__').replace('=', '-', len(self.overrides) - 1)
+    """The run folder's name: NAME__KEY-VALUE..., the first '=' of each override a '-'."""
+    name, *pairs = self.spec.split(':')
+    return '__'.join([name] + [pair.replace('=', '-', 1) for pair in pairs])
 
 
 def spec_of_directory(directory: str) -> str:
@@ -53,6 +55,8 @@ def parse_override(text: str) -> tuple[str, str]:
 
 def parse_variant(spec: str) -> Variant:
   """`NAME[:KEY=VALUE]...`; raises ValueError naming a bad encoding or override."""
+  if '/' in spec or '__' in spec:
+    raise ValueError(f"variant {spec!r}: '/' and '__' cannot be in a run folder's name")
   name, *pairs = spec.split(':')
   if name not in encodings.REGISTRY:
     raise ValueError(f'variant {spec!r}: encoding {name!r} is not one of {list(encodings.REGISTRY)}')
@@ -62,6 +66,8 @@ def parse_variant(spec: str) -> Variant:
       key, value = parse_override(pair)
     except ValueError as error:
       raise ValueError(f'variant {spec!r}: {error}') from None
+    if '-' in key:
+      raise ValueError(f"variant {spec!r}: key {key!r} has a '-', which config keys never do")
     overrides.append((key if '.' in key else f'{encodings.OPTIONS_KEY}.{name}.{key}', value))
   return Variant(spec, name, tuple(overrides))
 

@@ -66,7 +66,12 @@ def test_variants_name_encoding_options_or_any_config_key():
   assert variant.overrides == (('model.pos_encoding', 'legendre'), ('model.pos_encoding_options.legendre.grid', 'open'),
                                ('model.pos_encoding_placement', 'after_encoder'))
   assert sweeps.spec_of_directory(variant.directory) == variant.spec
-  assert sweeps.spec_of_directory(sweeps.parse_variant('rope:base=-1').directory) == 'rope:base=-1'
+  for spec in ('rope:base=-1', 'rope:base=1=2:model.dtype=bfloat16', 't5:max_distance=128:num_buckets=32'):
+    assert sweeps.spec_of_directory(sweeps.parse_variant(spec).directory) == spec  # A run folder names its variant.
+  for spec, error in (('rope:model.dtype=a/b', "'/' and '__'"), ('rope:max__x=1', "'/' and '__'"),
+                      ('rope:base-x=1', "key 'base-x' has a '-'")):
+    with pytest.raises(ValueError, match=error):
+      sweeps.parse_variant(spec)
   with pytest.raises(ValueError, match=r"'sine' is not one of \['none'"):
     sweeps.parse_variant('sine')
   with pytest.raises(ValueError, match="'grid' is not KEY=VALUE"):
