@@ -32,7 +32,8 @@ def config_flags_of(config: str, overrides: Sequence[tuple[str, str]]) -> list[s
 
 def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
                      overrides: Sequence[tuple[str, str]]) -> list[str]:
-  config_flag, *override_flags = config_flags_of(config, [('seed', seed), *overrides])
+  """The command that trains one run: the task's program on `config` with the seed, then `overrides`."""
+  config_flag, *override_flags = config_flags_of(config, [('seed', str(seed)), *overrides])
   return [sys.executable, '-m', task.module, config_flag, f'--workdir={workdir}', *override_flags]
 
 

@@ -178,6 +178,7 @@ BREAKDOWNS = {
 
 
 def plot_title(task: TaskSpec, by: str, sweep_dir: str) -> str:
+  """The plot's title: the task's score, the breakdown and the sweep's name."""
   return f'{task.test_score_title} {BREAKDOWNS[by][1]} ({sweep_name(sweep_dir)})'
 
 

@@ -76,7 +76,7 @@ SUMMARY_FILE = 'SUMMARY.md'
 FIGURE_FILE = 'summary.png'
 INDEX_FILE = 'README.md'  # results/README.md: every study folder, where RESULTS.md reads it, and its runs' provenance.
 ENDINGS = {'patience': 'patience', 'num_train_steps': 'budget'}  # results.json's training_ended.reason, as read.
-NOT_RECORDED = 'not recorded'  # A run with no results.json committed, or one older than training_ended.
+NOT_RECORDED = 'not recorded'  # A run read from a runs.csv, or one whose results.json predates training_ended.
 SIGNIFICANCE = 0.05
 
 
@@ -213,6 +213,7 @@ def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tu
 
 
 def p_cell(p: float | None) -> str:
+  """A p-value as the tables print it: three decimals, '< 0.001' below that, 'n/a' where no test ran."""
   return 'n/a' if p is None else ('< 0.001' if p < 0.0005 else f'{p:.3f}')
 
 
@@ -255,6 +256,7 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
 
 
 def _seed_list(seeds: Sequence[int]) -> str:
+  """'0, 1, 2'."""
   return ', '.join(str(seed) for seed in seeds)
 
 
