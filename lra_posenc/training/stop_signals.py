@@ -1,8 +1,8 @@
 """SIGTERM (preemption) and SIGINT (Ctrl-C) become a request the train loop polls.
 
-The loop then runs a step or two more (the request travels to every host inside the
-next train step, read one step later), saves a checkpoint and returns, in one process
-or many, every process after the same step. A second Ctrl-C
+The loop then runs up to 10 steps more (the request travels to every host inside a train
+step and is read every 5 steps: step_window.AgreedStop), saves a checkpoint and returns, in
+one process or many, every process after the same step. A second Ctrl-C
 interrupts at once, as Python's default would.
 """
 import signal
