@@ -29,10 +29,10 @@ LISTOPS_LENGTHS = length_generalisation.length_set_key('listops', 'length', (64,
 
 # One table per task and setting. sources: paths under results/, each a folder of VARIANT/seed_S run folders or a
 # runs.csv (a study whose run folders were not committed); metric: the column ranked and tested, of the rows
-# `comparison.run_row` writes (length scores as 'SET BUCKET'), a run without it being no run of the table; axis:
-# its label in the figure; columns: (column, header) shown as mean ± std; baseline: (column, label) whose mean the
-# heading quotes; statistics: (checkpoint, split, BLEU) of bleu_statistics.json for the paired bootstrap, or None
-# for a task without sentence statistics.
+# `comparison.run_row` writes (length scores as 'SET BUCKET'), a run without it left out and named in the
+# heading; axis: its label in the figure; columns: (column, header) shown as mean ± std; baseline: (column,
+# label) whose mean the heading quotes; statistics: (checkpoint, split, BLEU) of bleu_statistics.json for the
+# paired bootstrap, or None for a task without sentence statistics.
 TABLES = (
     {'title': 'ListOps at convergence', 'task': 'listops',
      'setting': 'test accuracy of the best-validation checkpoint; `configs/listops/lra.py:sweep` trained until '
@@ -113,13 +113,19 @@ def _seed_of(run_dir: str) -> int:
   return int(seed)
 
 
-def table_rows(table: dict, results_dir: str) -> list[dict]:
+def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, list[int]]]:
   """One row per encoding, best first: encoding, n, stats (column -> mean_and_std with values), rank,
   ended, delta and welch_p against the reference (None where not defined); with sentence statistics,
-  recorded_seeds (the seeds that recorded them), bootstrap_p and bootstrap_seeds."""
+  recorded_seeds (the seeds that recorded them), bootstrap_p and bootstrap_seeds. Second, the finished runs
+  left out for want of a score in the table's metric, as encoding -> seeds, for the table to name them."""
   task = tasks.TASKS[table['task']]
-  runs = [run | {'source': source} for source in table['sources'] for run in read_source(results_dir, source, task)
-          if run.get(table['metric']) is not None]
+  runs, unscored = [], {}
+  for source in table['sources']:
+    for run in read_source(results_dir, source, task):
+      if run.get(table['metric']) is None:
+        unscored.setdefault(run['variant'], []).append(run['seed'])
+      else:
+        runs.append(run | {'source': source})
   variants = [sweeps.parse_variant(spec) for spec in dict.fromkeys(run['variant'] for run in runs)]
   for variant in variants:
     sources = sorted({run['source'] for run in runs if run['variant'] == variant.spec})
@@ -143,7 +149,7 @@ def table_rows(table: dict, results_dir: str) -> list[dict]:
     row |= _against_reference(table, row, reference)
     if table['statistics']:
       row |= _bootstrap(row, pooled[row['encoding']], pooled[reference['encoding']])
-  return rows
+  return rows, unscored
 
 
 def ended_cell(reasons: Sequence[str]) -> str:
@@ -208,8 +214,12 @@ def _check_same_bleu(protocol: bleu.BleuProtocol, other: bleu.BleuProtocol, what
 
 
 def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tuple[dict, list[dict]]]:
-  """Every table definition with its rows."""
-  return [(table, table_rows(table, results_dir)) for table in tables]
+  """Every table definition, with the runs it left out unscored under 'unscored', and its rows."""
+  with_rows = []
+  for table in tables:
+    rows, unscored = table_rows(table, results_dir)
+    with_rows.append((table | {'unscored': unscored}, rows))
+  return with_rows
 
 
 def p_cell(p: float | None) -> str:
@@ -225,7 +235,8 @@ def significance(p: float | None) -> str:
 
 def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: str) -> list[str]:
   """A heading naming the setting, metric and sources, then one row per encoding (no blank line between:
-  the block must fit one screen). The bootstrap column appears where some run recorded sentence statistics."""
+  the block must fit one screen). The bootstrap column appears where some run recorded sentence statistics; the
+heading names the runs table_rows left out unscored, given as table['unscored']."""
   digits, reference = table['digits'], table['reference']
   heading = f"#### {number}. {table['title']}: {table['setting']}"
   if table['baseline']:
@@ -238,6 +249,10 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
     heading += f"; bootstrap on {split} {name}, {reference}'s seeds {_seed_list(reference_seeds)}"
   elif table['statistics']:
     heading += '; no run recorded bleu_statistics.json, so no bootstrap'
+  if table.get('unscored'):
+    heading += '; no score, so not in the table: ' + ', '.join(
+        f"{encoding} seed{'s' if len(seeds) > 1 else ''} {_seed_list(seeds)}"
+        for encoding, seeds in table['unscored'].items())
   heading += ' (' + ', '.join(f'[{source}]({link_prefix}{source})' for source in table['sources']) + ')'
   headers = (['encoding', 'n'] + [label for _, label in table['columns']]
              + ['rank', 'ended', f'Δ vs {reference}', 'Welch p'] + (['bootstrap p (seeds)'] if bootstrap else []))

@@ -113,7 +113,7 @@ def listops_tree(tmp_path):
 
 
 def test_rows_give_mean_std_rank_ending_and_welch_against_the_reference(listops_tree):
-  rows = {row['encoding']: row for row in report.table_rows(LISTOPS_TABLE, listops_tree)}
+  rows = {row['encoding']: row for row in report.table_rows(LISTOPS_TABLE, listops_tree)[0]}
   assert [rows[e]['rank'] for e in ('rope', 'alibi', 'sinusoidal')] == [1, 2, 3]
   for encoding, accuracies in ACCURACIES.items():
     stats = rows[encoding]['stats']['test accuracy']
@@ -131,7 +131,7 @@ def test_rows_give_mean_std_rank_ending_and_welch_against_the_reference(listops_
 
 
 def test_table_and_verdicts_state_the_figures(listops_tree):
-  table = report.markdown_table(1, LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree), 'results/')
+  table = report.markdown_table(1, LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree)[0], 'results/')
   assert table[0].startswith('#### 1. Toy ListOps: toy setting') and '[toy/runs](results/toy/runs)' in table[0]
   rope_mean, rope_std = np.mean(ACCURACIES['rope']), np.std(ACCURACIES['rope'], ddof=1)
   welch = scipy.stats.ttest_ind(ACCURACIES['rope'], ACCURACIES['sinusoidal'], equal_var=False).pvalue
@@ -139,7 +139,7 @@ def test_table_and_verdicts_state_the_figures(listops_tree):
   assert table[3] == f'| rope | 3 | {rope_mean:.3f} ± {rope_std:.3f} | 1 | 3 patience | +{delta:.3f} | {welch:.3f} |'
   assert table[4] == f"| alibi | 1 | 0.450 | 2 | 1 budget | {0.45 - np.mean(ACCURACIES['sinusoidal']):+.3f} | n/a |"
   assert table[5].startswith('| sinusoidal | 3 |') and table[5].endswith('| 3 | 2 patience, 1 budget | reference | - |')
-  verdict, = report.verdicts([(LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree))])[:1]
+  verdict, = report.verdicts([(LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree)[0])])[:1]
   assert f'rope leads, {rope_mean:.3f} ± {rope_std:.3f} (n=3), +{delta:.3f} against sinusoidal' in verdict
   assert f'Welch p = {welch:.3f}: ' + ('significant at 5%' if welch < 0.05 else 'not established') in verdict
 
@@ -154,16 +154,18 @@ def test_length_scores_and_runs_csv_are_read(tmp_path):
   table = LISTOPS_TABLE | {'sources': ('lengths',), 'metric': f'{length_set} 64-127',
                            'columns': ((f'{length_set} 64-127', '64-127'),),
                            'baseline': (f'{length_set} 64-127 majority', 'majority class')}
-  rows = report.table_rows(table, str(tmp_path))
+  rows, unscored = report.table_rows(table, str(tmp_path))
   assert [(row['encoding'], row['n']) for row in rows] == [('sinusoidal', 2), ('rope', 2)]
   assert rows[1]['stats'][f'{length_set} 64-127']['mean'] == pytest.approx(0.11)
-  assert 'majority class 0.250' in report.markdown_table(2, table, rows, '')[0]
+  assert unscored == {'alibi': [0]}
+  heading = report.markdown_table(2, table | {'unscored': unscored}, rows, '')[0]
+  assert 'majority class 0.250' in heading and 'no score, so not in the table: alibi seed 0' in heading
 
   os.makedirs(tmp_path / 'csv_study')
   with open(tmp_path / 'csv_study' / 'runs.csv', 'w') as f:
     f.write('variant,seed,test accuracy,best step\nsinusoidal,0,0.4,100\nsinusoidal,1,0.5,100\nnone,0,0.2,100\n')
-  rows = report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
-  assert [(row['encoding'], row['n'], row['ended']) for row in rows] == [
+  rows, unscored = report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+  assert unscored == {} and [(row['encoding'], row['n'], row['ended']) for row in rows] == [
       ('sinusoidal', 2, '2 not recorded'), ('none', 1, '1 not recorded')]
   assert rows[0]['stats']['test accuracy']['mean'] == pytest.approx(0.45)
   with open(tmp_path / 'csv_study' / 'runs.csv', 'a') as f:
@@ -194,7 +196,7 @@ def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
   table = {'title': 'Toy Multi30k', 'task': 'translation', 'setting': 'toy', 'sources': ('toy',),
            'metric': 'test_2016_flickr bleu', 'axis': 'BLEU', 'columns': (('test_2016_flickr bleu', 'BLEU'),),
            'digits': 2, 'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')}
-  rows = {row['encoding']: row for row in report.table_rows(table, str(tmp_path))}
+  rows = {row['encoding']: row for row in report.table_rows(table, str(tmp_path))[0]}
   assert rows['rope']['bootstrap_p'] == 1.0 and rows['rope']['bootstrap_seeds'] == [0]  # The same translations.
   assert rows['none']['bootstrap_p'] == pytest.approx(1 / 1001) and rows['none']['bootstrap_seeds'] == [0, 1]
   assert rows['alibi']['bootstrap_p'] is None  # Recorded no statistics.
