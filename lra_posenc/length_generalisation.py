@@ -50,9 +50,14 @@ def length_scores(workdir: str) -> dict[str, dict]:
   """The length sets kept in WORKDIR/length_scores.json for the run as it stands (set -> bucket -> score):
   none if the run has trained on since they were scored, its best or last step having moved (files from before
   that record are trusted)."""
+  return _kept_scores(workdir, _run_steps(workdir))
+
+
+def _kept_scores(workdir: str, run_steps: dict[str, int | None]) -> dict[str, dict]:
+  """length_scores, for a run whose steps are RUN_STEPS."""
   kept = read_json_if_present(os.path.join(workdir, CACHE_FILE)) or {}
   scored_run = kept.pop(SCORED_RUN, None)
-  return {} if scored_run is not None and scored_run != _run_steps(workdir) else kept
+  return {} if scored_run is not None and scored_run != run_steps else kept
 
 
 def _run_steps(workdir: str) -> dict[str, int | None]:
@@ -64,14 +69,15 @@ def _run_steps(workdir: str) -> dict[str, int | None]:
 def cached(workdir: str, key: str, score: Callable[[], dict | None]) -> dict | None:
   """`score()`, kept in WORKDIR/length_scores.json under `key` with the run's steps, so that re-runs score only
   new runs and runs trained on since (None, a run with nothing to score, is not kept)."""
-  kept = length_scores(workdir)
+  run_steps = _run_steps(workdir)
+  kept = _kept_scores(workdir, run_steps)
   if key not in kept:
     scores = score()
     if scores is None:
       return None
     kept[key] = scores
     # Buckets in the order scored: the table's column order.
-    write_json(os.path.join(workdir, CACHE_FILE), {SCORED_RUN: _run_steps(workdir), **kept}, sort_keys=False)
+    write_json(os.path.join(workdir, CACHE_FILE), {SCORED_RUN: run_steps, **kept}, sort_keys=False)
   return kept[key]
 
 
