@@ -113,15 +113,19 @@ def test_a_signal_to_one_process_stops_both_at_one_step(tiny_data_dir, tmp_path)
   assert kept[-1] == step
   resumed = run_group(tiny_data_dir, tmp_path, steps=step + 3)
   assert [r['steps_this_run'] for r in resumed] == [3, 3]
-  # Then an unreadable newest checkpoint: both processes fall back to the one before.
-  newest = max(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())
-  previous = sorted(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())[-2]
-  for array_file in (tmp_path / 'checkpoints' / str(newest) / 'state').rglob('*'):
-    if array_file.is_file():
-      array_file.write_bytes(b'garbage')
+  # Then an unreadable newest checkpoint (and best one, where that is newer than the one before, which a
+  # resume would otherwise start from): both processes fall back to the one before.
+  newest, previous = sorted(int(p.name) for p in (tmp_path / 'checkpoints').iterdir())[:-3:-1]
+  best = max(int(p.name) for p in (tmp_path / 'best').iterdir() if p.name.isdigit())
+  unreadable = [('checkpoints', newest)] + ([('best', best)] if best > previous else [])
+  for directory, step in unreadable:
+    for array_file in (tmp_path / directory / str(step) / 'state').rglob('*'):
+      if array_file.is_file():
+        array_file.write_bytes(b'garbage')
   resumed = run_group(tiny_data_dir, tmp_path, steps=newest + 2)
   assert [r['steps_this_run'] for r in resumed] == [newest + 2 - previous] * 2
-  assert (tmp_path / 'checkpoints.unreadable' / str(newest) / 'state').is_dir()
+  for directory, step in unreadable:
+    assert (tmp_path / f'{directory}.unreadable' / str(step) / 'state').is_dir()
 
 
 # A read that fails on one process alone: as from a host whose mount serves a stale or broken file.

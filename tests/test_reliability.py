@@ -23,7 +23,7 @@ from conftest import (assert_same_parameters, final_params, run_listops, start_w
                       worker_results)
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
-from lra_posenc.training import stop_signals, trainer
+from lra_posenc.training import checkpointing, steps, stop_signals, trainer
 from lra_posenc.training import workdir as workdir_files
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.task import Task
@@ -67,6 +67,19 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_p
   assert run_listops(config, tmp_path)['steps_this_run'] == 3
 
 
+@pytest.mark.slow
+def test_ctrl_c_while_testing_interrupts_at_once(tiny_data_dir, tmp_path):
+  """Nothing polls a stop request once training has ended: Ctrl-C must not be swallowed there."""
+  task = train.create_task(tiny_config(tiny_data_dir, num_train_steps=4), str(tmp_path))
+  interrupting = Task(**vars(task) | {'score_test': lambda *args: os.kill(os.getpid(), signal.SIGINT) or {}})
+  inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      trainer.train_and_evaluate(str(tmp_path), interrupting)
+  finally:
+    signal.signal(signal.SIGINT, inherited)
+
+
 def test_ctrl_c_requests_a_stop_and_a_second_one_interrupts_at_once():
   # The second Ctrl-C goes to the handler from before: Python's own here, whatever this process
   # inherited (a background job of a non-interactive shell starts with SIGINT ignored).
@@ -96,6 +109,7 @@ def damage_files(step_dir) -> None:
 def checkpoint_every_5(data_dir):
   config = tiny_config(data_dir, num_train_steps=15)
   config.checkpoint.every_steps = 5
+  config.evaluation.every_steps = 15  # No best checkpoint before the end, to be resumed from instead.
   return config
 
 
@@ -131,6 +145,81 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tiny_data_dir,
     kept = workdir / 'checkpoints.unreadable' / '10'
     assert f'moved the unreadable checkpoint of step 10 to {kept}' in caplog.text
     assert (kept / 'state').is_dir()  # Set aside, not deleted.
+
+
+class Crash(Exception):
+  """A fault between two checkpoints, as a kill would land."""
+
+
+def crash_at(crash_step: int):
+  """A `should_stop` that raises Crash at `crash_step`."""
+  def should_stop(step):
+    if step == crash_step:
+      raise Crash
+    return False
+  return should_stop
+
+
+def scored_by_the_clock(task: Task, sign: float) -> Task:
+  """`task` with validation accuracy `sign` x the clock: with +1 every evaluation is a new best, with -1 only
+  the first, whatever the parameters."""
+  return Task(**vars(task) | {'score_validation': lambda params: {'accuracy': sign * time.monotonic()}})
+
+
+def evaluated_every_5(data_dir):
+  config = tiny_config(data_dir, num_train_steps=20)  # Checkpoints every 10.
+  config.evaluation.update(every_steps=5, average_last=2)
+  return config
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('damaged', [False, True])
+def test_a_best_checkpoint_newer_than_the_latest_is_resumed_from(tiny_data_dir, tmp_path, caplog, damaged):
+  config = evaluated_every_5(tiny_data_dir)
+  straight = tmp_path / 'straight'
+  trainer.train_and_evaluate(str(straight), scored_by_the_clock(train.create_task(config, str(straight)), +1))
+  workdir = tmp_path / 'crashed'
+  task = scored_by_the_clock(train.create_task(config, str(workdir)), +1)
+  with pytest.raises(Crash):
+    trainer.train_and_evaluate(str(workdir), task, crash_at(17))
+  with Checkpoints(str(workdir), max_to_keep=2) as checkpoints:
+    assert (checkpoints.latest_step(), checkpoints.best_step()) == (10, 15)
+  if damaged:
+    damage_files(workdir / 'best' / '15')
+  caplog.set_level('INFO')
+  resumed = trainer.train_and_evaluate(str(workdir), task)
+  if damaged:  # Set aside, and the run goes on from the latest checkpoint, saving its new bests.
+    assert resumed['steps_this_run'] == 10 and (workdir / 'best.unreadable' / '15' / 'state').is_dir()
+  else:
+    assert 'the best checkpoint (step 15) is newer than any latest one; resuming from it' in caplog.text
+    assert resumed['steps_this_run'] == 5
+  assert resumed['best_step'] == 20
+  chex.assert_trees_all_equal(final_params(straight, 20), final_params(workdir, 20))
+
+
+@pytest.mark.slow
+def test_evaluations_after_the_resumed_step_are_set_aside_and_made_again(tiny_data_dir, tmp_path, caplog):
+  config = evaluated_every_5(tiny_data_dir)
+  straight = tmp_path / 'straight'
+  expected = trainer.train_and_evaluate(str(straight), scored_by_the_clock(train.create_task(config, str(straight)),
+                                                                           -1))
+  workdir = tmp_path / 'crashed'
+  task = scored_by_the_clock(train.create_task(config, str(workdir)), -1)  # The best stays at step 5.
+  with pytest.raises(Crash):
+    trainer.train_and_evaluate(str(workdir), task, crash_at(17))  # Evaluated 10 and 15; latest 10.
+  caplog.set_level('WARNING')
+  resumed = trainer.train_and_evaluate(str(workdir), task)
+  superseded = workdir / 'evaluated.superseded' / '15'
+  assert f'moved the superseded checkpoint of step 15 to {superseded}' in caplog.text and superseded.is_dir()
+  assert resumed['steps_this_run'] == 10 and resumed['best_step'] == expected['best_step'] == 5
+  assert resumed['averaged']['steps'] == [15, 20] and resumed['averaged']['test'] == expected['averaged']['test']
+
+
+def test_a_save_orbax_would_decline_is_an_error(tmp_path):
+  with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
+    checkpoints.save_best(8, {'w': np.ones(2, np.float32)}, {'step': 8})
+    with pytest.raises(RuntimeError, match=r'best: Orbax declined to save step 4 \(steps held: \[8\]\)'):
+      checkpoints.save_best(4, {'w': np.zeros(2, np.float32)}, {'step': 4})
 
 
 @pytest.mark.slow
@@ -174,10 +263,27 @@ def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
   config = tiny_config(tiny_data_dir)
   task = train.create_task(config, str(tmp_path))
   monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
-  with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one and one being '
-                                    r'written need about'):
+  with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one, one being '
+                                    r'written and 0 evaluated parameter sets need about [\d.]+ MiB more than the '
+                                    r'0.0 MiB its checkpoints hold'):
     trainer.train_and_evaluate(str(tmp_path), task)
   assert not (tmp_path / 'checkpoints').exists() or not os.listdir(tmp_path / 'checkpoints')
+
+
+@pytest.mark.slow
+def test_a_resume_counts_the_space_its_checkpoints_hold(tiny_data_dir, tmp_path, monkeypatch):
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  run_listops(config, tmp_path, should_stop=lambda step: step == 2)
+  task = train.create_task(config, str(tmp_path))
+  state_bytes = sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(steps.create_state(task, jax.random.PRNGKey(0))))
+  held = checkpointing.bytes_held(str(tmp_path))
+  assert held > 0
+  needed = 4 * state_bytes - held  # 2 latest, the best and one being written, less what is held.
+  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed - 1))
+  with pytest.raises(OSError, match=r'need about [\d.]+ MiB more than the [\d.]+ MiB its checkpoints hold'):
+    trainer.train_and_evaluate(str(tmp_path), task)
+  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed))
+  assert trainer.train_and_evaluate(str(tmp_path), task)['steps_this_run'] == 2
 
 
 @pytest.mark.slow
@@ -196,8 +302,24 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
                                        r"new --workdir"):
     run_listops(config, tmp_path)
   config.model.update(pos_encoding='sinusoidal', num_layers=1)
+  config.seed = 1
+  with pytest.raises(ValueError, match=r'checkpoint at step 2 was trained with another config.seed'):
+    run_listops(config, tmp_path)
+  config.seed = 0
   config.training.num_train_steps = 6  # Training hyper-parameters may change.
   assert run_listops(config, tmp_path)['steps_this_run'] == 4
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_model_a_key_outside_model_sized_otherwise(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  config.model.pos_encoding = 'learned'  # A table of data.max_length + 1 positions ([CLS] counts).
+  run_listops(config, tmp_path, should_stop=lambda step: step == 2)
+  config.data.max_length = 32
+  with pytest.raises(ValueError, match=r'checkpoint at step 2 holds parameters of other shapes than this config '
+                                       r'builds \(.*\(25, 32\) -> \(33, 32\)\): a key outside `model`'):
+    run_listops(config, tmp_path)
+  assert os.listdir(tmp_path / 'checkpoints') == ['2'] and not os.path.exists(tmp_path / 'checkpoints.unreadable')
 
 
 # Bad input.

@@ -541,6 +541,14 @@ def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
     train.read_settings(config)
 
 
+def test_a_decoding_batch_the_local_devices_cannot_share_fails_before_reading_data(toy_corpus, monkeypatch):
+  monkeypatch.setattr(jax, 'local_device_count', lambda: 4)  # As with four local devices.
+  config = toy_config(toy_corpus)
+  config.decoding.batch_size = 6
+  with pytest.raises(ValueError, match=r'decoding.batch_size=6 is not divisible by the 4 local devices'):
+    train.read_settings(config)
+
+
 def test_a_config_json_from_before_the_last_additions_reads_with_todays_keys(toy_corpus):
   config = toy_config(toy_corpus).to_dict()
   old = copy.deepcopy(config)

@@ -1,19 +1,22 @@
 """Orbax checkpoints: the latest few for resuming, the best one for the test score, and the
 parameters of the last few evaluations for checkpoint averaging.
 
-Each checkpoint holds the train state (params, optimizer state, step) and a JSON
-record: the PRNG key, the best validation score so far, the model config and the
-task's artifacts (for ListOps, the vocabulary). This file is the only one that speaks
-Orbax. With several processes every process takes part in every save and restore, and
-the managers name their barriers apart, so all may save at one step.
+A latest or best checkpoint holds the train state (params, optimizer state, step) and a JSON
+record: the PRNG key, the best validation score so far, the model config and the task's
+artifacts (for ListOps, the vocabulary); an evaluated one, the params and its step. This
+file is the only one that speaks Orbax. With several processes every process takes part in
+every save and restore, and the managers name their barriers apart, so all may save at one
+step.
 """
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import flax
 import jax
 import ml_collections
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 
@@ -22,7 +25,7 @@ from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.training.workdir import CONFIG_FILE, read_json
 
 ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
-LATEST_DIR, BEST_DIR, EVALUATED_DIR, UNREADABLE_DIR = 'checkpoints', 'best', 'evaluated', 'checkpoints.unreadable'
+LATEST_DIR, BEST_DIR, EVALUATED_DIR = 'checkpoints', 'best', 'evaluated'
 
 
 def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False,
@@ -38,8 +41,11 @@ def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False
 
 
 def _save(manager: ocp.CheckpointManager, step: int, state: Any, record: dict) -> None:
-  if step not in manager.all_steps():
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(record)))
+  """Saves, or raises: Orbax declines, returning False, a step not after the directory's newest."""
+  if not manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                    meta=ocp.args.JsonSave(record))):
+    raise RuntimeError(f'{manager.directory}: Orbax declined to save step {step} (steps held: '
+                       f'{sorted(manager.all_steps())}); a checkpoint may only follow the newest one')
 
 
 def _restore_record(manager: ocp.CheckpointManager, step: int) -> dict:
@@ -52,6 +58,41 @@ def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) ->
   restored = manager.restore(
       step, args=ocp.args.Composite(state=ocp.args.StandardRestore(template), meta=ocp.args.JsonRestore()))
   return restored['state'], restored['meta']
+
+
+def _raise_if_other_shapes(manager: ocp.CheckpointManager, step: int, template: Any) -> None:
+  """Raises, on every process, if any process reads the state saved at `step` as saved and finds parameters of
+  other shapes than `template`'s: a healthy checkpoint of another model (a key outside `model` that sizes it
+  changed), not a damaged one to be set aside."""
+  try:
+    saved = _restore(manager, step)[0]
+  except Exception:  # Unreadable as saved too: damaged, which the caller handles.
+    saved = None
+  differing = []
+  if saved is not None:
+    expected = flax.serialization.to_state_dict(template)
+    if 'params' in expected and 'params' in saved:  # Optimizer states read back in other containers.
+      saved, expected = saved['params'], expected['params']
+    saved, expected = _shapes(saved), _shapes(expected)
+    differing = [f'{path} {saved.get(path, "absent")} -> {expected.get(path, "absent")}'
+                 for path in sorted(saved.keys() | expected.keys()) if saved.get(path) != expected.get(path)]
+  if distributed.gather_flags(bool(differing)).any():
+    found = '; '.join(differing[:4]) + ('; ...' if len(differing) > 4 else '') if differing else 'on another process'
+    raise ValueError(f'checkpoint at step {step} holds parameters of other shapes than this config builds ({found}): '
+                     'a key outside `model` that sizes the model changed (data.max_length, data.num_classes?). A '
+                     'new model needs a new --workdir; this one resumes only the model it holds')
+
+
+def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+  """Each leaf's path and shape."""
+  return {jax.tree_util.keystr(path): np.shape(leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def bytes_held(workdir: str) -> int:
+  """What the checkpoints in `workdir` take on disk (0 before the first)."""
+  return sum(os.path.getsize(os.path.join(root, name))
+             for directory in (LATEST_DIR, BEST_DIR, EVALUATED_DIR)
+             for root, _, names in os.walk(os.path.join(workdir, directory)) for name in names)
 
 
 class Checkpoints:
@@ -113,36 +154,66 @@ class Checkpoints:
 
   def restore_newest_readable(self, template: Any, check: Callable[[int, dict], None]
                               ) -> tuple[Any, dict] | None:
-    """The newest latest-checkpoint every process can read, or None when there is none yet.
+    """The newest state every process can read, or None when there is none yet: the newest latest checkpoint,
+    or the best one where that is newer (a run that ended between an improving evaluation and the next
+    checkpoint), so that no checkpoint is ever ahead of the resumed step to be silently kept over a new one.
 
     `check(step, record)` raises for a checkpoint that must not be resumed (another model):
     that is an error, not a reason to fall back. Unreadable newer checkpoints (damaged
-    files, a write cut short) are moved to WORKDIR/checkpoints.unreadable with a warning,
-    never deleted. Readability is agreed by all processes, so all resume from one step:
-    each reads through a manager of its own, whose reads enter no barrier, so a read that
-    fails on one process alone cannot leave the others waiting in Orbax's.
+    files, a write cut short) are moved to WORKDIR/checkpoints.unreadable (best.unreadable)
+    with a warning, never deleted. Evaluated parameters after the resumed step, which the
+    run evaluates again, are moved to WORKDIR/evaluated.superseded. Readability is agreed by
+    all processes, so all resume from one step: each reads through a manager of its own,
+    whose reads enter no barrier, so a read that fails on one process alone cannot leave
+    the others waiting in Orbax's.
     """
-    steps = sorted(self._latest.all_steps(), reverse=True)
-    if not steps:
+    latest_steps = self._latest.all_steps()
+    latest, unreadable = self._newest_readable(self._latest, latest_steps, template, check)
+    if latest_steps and latest is None:  # Nothing is moved: the directory is the user's to look at.
+      raise ValueError(f'no checkpoint in {self.workdir}/{LATEST_DIR} can be restored (steps '
+                       f'{sorted(latest_steps)}); move the directory away to start afresh')
+    self._move_aside(self._latest, unreadable, 'unreadable')
+    best_steps = [step for step in self._best.all_steps() if latest is None or step > latest[0]]
+    best, unreadable = self._newest_readable(self._best, best_steps, template, check)
+    self._move_aside(self._best, unreadable, 'unreadable')
+    restored = best or latest
+    if restored is None:
       return None
-    reader = _manager(self._latest.directory, max_to_keep=None, read_only=True, this_process_only=True)
+    if best:
+      logging.info('the best checkpoint (step %d) is newer than any latest one; resuming from it', best[0])
+    if self._evaluated is not None:
+      self._move_aside(self._evaluated, [step for step in self._evaluated.all_steps() if step > restored[0]],
+                       'superseded')
+    return restored[1:]
+
+  def _newest_readable(self, manager: ocp.CheckpointManager, steps: Sequence[int], template: Any,
+                       check: Callable[[int, dict], None]) -> tuple[tuple[int, Any, dict] | None, list[int]]:
+    """(step, state, record) of the newest of `steps` every process can read (None if none), and the newer
+    steps some process cannot read."""
+    reader = _manager(manager.directory, max_to_keep=None, read_only=True, this_process_only=True)
+    unreadable = []
     try:
-      unreadable = []
-      for step in steps:
+      for step in sorted(steps, reverse=True):
         record = self._readable_everywhere(step, lambda: _restore_record(reader, step))
         if record is not None:
           check(step, record)
           restored = self._readable_everywhere(step, lambda: _restore(reader, step, template))
           if restored is not None:
-            if unreadable:  # Only once a readable one is found: with none, nothing is moved.
-              distributed.on_primary(lambda: self._set_aside(unreadable), f'setting aside checkpoints {unreadable}')
-              self._latest.reload()
-            return restored
+            return (step,) + restored, unreadable
+          _raise_if_other_shapes(reader, step, template)
         unreadable.append(step)
     finally:
       reader.close()
-    raise ValueError(f'no checkpoint in {self.workdir}/{LATEST_DIR} can be restored (steps {steps}); move '
-                     'the directory away to start afresh')
+    return None, unreadable
+
+  def _move_aside(self, manager: ocp.CheckpointManager, steps: list[int], why: str) -> None:
+    """Moves the checkpoints of `steps` from DIRECTORY to DIRECTORY.WHY beside it (process 0 moves; all then
+    re-read the directory), never over an earlier one."""
+    if not steps:
+      return
+    directory = os.fspath(manager.directory)
+    distributed.on_primary(lambda: self._set_aside(directory, steps, why), f'moving {why} steps {steps} aside')
+    manager.reload()
 
   @staticmethod
   def _readable_everywhere(step: int, read: Callable[[], Any]) -> Any | None:
@@ -158,17 +229,18 @@ class Checkpoints:
       logging.warning('checkpoint at step %d cannot be restored on another process; trying the one before', step)
     return value if everywhere else None
 
-  def _set_aside(self, steps: list[int]) -> None:
-    """Moves the checkpoints of `steps` to WORKDIR/checkpoints.unreadable, never over an earlier one."""
+  @staticmethod
+  def _set_aside(directory: str, steps: list[int], why: str) -> None:
+    """Moves DIRECTORY/STEP to DIRECTORY.WHY/STEP (STEP.1, ... past an earlier one) for each of `steps`."""
     for step in steps:
-      target = os.path.join(self.workdir, UNREADABLE_DIR, str(step))
+      target = os.path.join(f'{directory}.{why}', str(step))
       suffix = 0
       while os.path.exists(target + (f'.{suffix}' if suffix else '')):
         suffix += 1
       target += f'.{suffix}' if suffix else ''
       os.makedirs(os.path.dirname(target), exist_ok=True)
-      os.replace(os.path.join(self.workdir, LATEST_DIR, str(step)), target)
-      logging.warning('moved the unreadable checkpoint of step %d to %s', step, target)
+      os.replace(os.path.join(directory, str(step)), target)
+      logging.warning('moved the %s checkpoint of step %d to %s', why, step, target)
 
   def close(self) -> None:
     """Waits for pending writes, then closes every manager, each even if one before it fails."""

@@ -29,9 +29,7 @@ class RunRecord:
   """The dropout PRNG key, the model and task artifacts a checkpoint is only valid with, the best evaluation,
   the evaluations since it (early stopping) and the earlier invocations' spans.
 
-  A checkpoint saves `to_json()`; `from_json` also reads checkpoints written before `evaluations_since_best`
-  and `runs` were recorded (none of the committed results need them any more; resume tests keep such a
-  checkpoint's shape).
+  A checkpoint saves `to_json()`, which `from_json` reads back.
   """
   rng: list[int]
   model: dict[str, Any]
@@ -69,7 +67,11 @@ class RunRecord:
 
 
 def check_resumable(expected: RunRecord, step: int, saved: dict[str, Any]) -> None:
-  """Refuses a checkpoint's record made for another model or with other task artifacts (a vocabulary)."""
+  """Refuses a checkpoint's record made for another model, with other task artifacts (a vocabulary) or from
+  another seed (its dropout key would go on beside the new seed's batch order)."""
+  if saved['rng'] != expected.rng:
+    raise ValueError(f'checkpoint at step {step} was trained with another config.seed (its dropout key differs); '
+                     'a new seed needs a new --workdir, this one resumes only the seed it was started with')
   if saved['artifacts'] != expected.artifacts:
     raise ValueError(f'checkpoint at step {step} was trained with different task artifacts '
                      f'({sorted(saved["artifacts"])}); refusing to resume with a different vocabulary')

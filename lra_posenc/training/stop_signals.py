@@ -37,5 +37,10 @@ class StopSignals:
     return self
 
   def __exit__(self, *exc_info) -> None:
+    self.close()
+
+  def close(self) -> None:
+    """Gives SIGTERM and SIGINT back to the handlers from before (a second call does nothing)."""
     for signum, handler in self._previous.items():
       signal.signal(signum, handler)
+    self._previous = {}

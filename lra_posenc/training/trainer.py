@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from lra_posenc.training import distributed, evaluation, optim, placement, steps, workdir as workdir_files
+from lra_posenc.training import checkpointing, distributed, evaluation, optim, placement, steps
+from lra_posenc.training import workdir as workdir_files
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.metric_writer import MetricWriter
 from lra_posenc.training.provenance import provenance
@@ -39,7 +40,7 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
 
   Training ends after `training.num_train_steps`, or once `training.patience` evaluations
   in a row have not improved the selection metric (early stopping). It stops, after saving
-  a checkpoint, on SIGTERM or SIGINT to any process, or when `should_stop(step)` (a
+  a checkpoint, on SIGTERM or SIGINT to any process while training, or when `should_stop(step)` (a
   function of the step alone, so every host agrees) says so; re-running the same call
   resumes. Returns `status` ('finished' or 'stopped'), `step` and `training_ended` (why and
   at which step), and when finished the results also written to results.json, with every
@@ -60,7 +61,8 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
   for name, path in attention_paths.items():
     logging.info('%s: %s%s', name, path['implementation'], f" ({path['reason']})" if path['reason'] else '')
   distributed.check_everywhere(
-      lambda: workdir_files.check_free_space(workdir, state, settings.checkpoint.max_to_keep),
+      lambda: workdir_files.check_free_space(workdir, state, settings.checkpoint.max_to_keep,
+                                             settings.evaluation.average_last, checkpointing.bytes_held(workdir)),
       'checking free space in the workdir')
   record = RunRecord(rng=np.asarray(dropout_rng).tolist(), model=settings.model_record, artifacts=task.artifacts)
   p_train_step, p_eval_step = steps.pmapped_steps(task)
@@ -131,6 +133,7 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
         logging.warning('stopped at step %d; re-run the same command to resume', step)
         return {'status': 'stopped', 'step': step,
                 'training_ended': {'reason': 'signal' if signalled else 'stop_request', 'step': step}}
+    signals.close()  # Nothing polls a request from here on: a signal acts as it would without the trainer.
     runs = saved(record, step)['runs']
     ended = {'reason': 'patience' if record.out_of_patience(patience) else 'num_train_steps', 'step': step}
 

@@ -25,13 +25,16 @@ def prepare_workdir(workdir: str) -> None:
     raise OSError(f'workdir {workdir!r} is not writable: {error}') from None
 
 
-def check_free_space(workdir: str, state: Any, max_to_keep: int) -> None:
-  """Fails unless the disk holds the kept checkpoints, the best one and one being written."""
-  needed = (max_to_keep + 2) * sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(state))
+def check_free_space(workdir: str, state: Any, max_to_keep: int, evaluated_to_keep: int, held: int) -> None:
+  """Fails unless the disk holds the kept checkpoints, the best one, one being written and the kept evaluated
+  parameters, less the `held` bytes the workdir's checkpoints take already (a resumed run replaces them)."""
+  nbytes = lambda tree: sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(tree))
+  needed = (max_to_keep + 2) * nbytes(state) + evaluated_to_keep * nbytes(state.params) - held
   free = shutil.disk_usage(workdir).free
   if free < needed:
     raise OSError(f'workdir {workdir!r} has {free / 2**20:.1f} MiB free, but {max_to_keep} latest checkpoints, '
-                  f'the best one and one being written need about {needed / 2**20:.1f} MiB')
+                  f'the best one, one being written and {evaluated_to_keep} evaluated parameter sets need about '
+                  f'{needed / 2**20:.1f} MiB more than the {held / 2**20:.1f} MiB its checkpoints hold')
 
 
 def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, Any]) -> None:

@@ -168,6 +168,9 @@ def read_decoding(decoding: ml_collections.ConfigDict) -> DecodingSettings:
   check_keys(decoding, 'decoding', DECODING_KEYS)
   check_positive(decoding, 'decoding', 'beam_size', 'max_output_length', 'batch_size')
   check_range('decoding.length_penalty', decoding.length_penalty, at_least=0)
+  if decoding.batch_size % jax.local_device_count():  # Each device decodes an equal share.
+    raise ValueError(f'decoding.batch_size={decoding.batch_size} is not divisible by the '
+                     f'{jax.local_device_count()} local devices')
   return DecodingSettings(**decoding.to_dict())
 
 
