@@ -236,7 +236,7 @@ def significance(p: float | None) -> str:
 def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: str) -> list[str]:
   """A heading naming the setting, metric and sources, then one row per encoding (no blank line between:
   the block must fit one screen). The bootstrap column appears where some run recorded sentence statistics; the
-heading names the runs table_rows left out unscored, given as table['unscored']."""
+  heading names the runs table_rows left out unscored, given as table['unscored']."""
   digits, reference = table['digits'], table['reference']
   heading = f"#### {number}. {table['title']}: {table['setting']}"
   if table['baseline']:
