@@ -238,6 +238,10 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_finished_one_keeps_its
   again = run_listops(config, tmp_path / 'resumed')  # Already finished: the record stays as it was.
   assert again == json.loads(files['results.json'])
   assert {name: (tmp_path / 'resumed' / name).read_text() for name in files} == files
+  (tmp_path / 'resumed' / 'results.json').unlink()  # As if killed while testing: it tests, and compiles nothing.
+  tested = run_listops(config, tmp_path / 'resumed')
+  assert tested['test'] == resumed['test'] and tested['runs'][-1] == {
+      'first_step': 20, 'last_step': 20, 'train_seconds': tested['runs'][-1]['train_seconds'], 'compile_seconds': 0.0}
 
 
 def validation_history(workdir) -> list[tuple[int, float]]:

@@ -4,7 +4,6 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,12 +58,8 @@ def stop_requests(requested: bool) -> jax.Array:
   return replicate(jnp.asarray(requested))
 
 
-def first_device(tree: Any) -> Any:
-  """The first local device's values of pmapped outputs, fetched (every device holds the same); indexed on the
-  host, as indexing a device array would dispatch a computation per leaf."""
-  return jax.tree.map(lambda x: np.asarray(x.addressable_shards[0].data)[0], tree)
-
-
 def host_copy(replicated: Any) -> Any:
-  """One copy of a replicated tree (the train state, an evaluation's sums), fetched to the host."""
-  return jax.device_get(flax.jax_utils.unreplicate(replicated))
+  """One copy of a replicated tree or of pmapped outputs (every local device holds the same), fetched to the
+  host: the first local device's values, indexed on the host, as indexing a device array would dispatch a
+  computation per leaf."""
+  return jax.tree.map(lambda x: np.asarray(x.addressable_shards[0].data)[0], replicated)

@@ -7,7 +7,7 @@ import jax
 
 from lra_posenc.training.checkpointing import Checkpoints
 from lra_posenc.training.evaluation import metric_averages
-from lra_posenc.training.placement import first_device
+from lra_posenc.training.placement import host_copy
 from lra_posenc.training.steps import NORMS, StepSums
 
 
@@ -27,7 +27,7 @@ class AgreedStop:
     if step % self.STOP_READ_EVERY:
       return False
     previous, self._pending = self._pending, sums['stop']
-    return previous is not None and bool(first_device(previous))
+    return previous is not None and bool(host_copy(previous))
 
 
 class StepWindow:
@@ -57,7 +57,7 @@ class StepWindow:
 
   def raise_if_non_finite(self, step: int, checkpoints: Checkpoints) -> None:
     """Stops the run at the first non-finite step, before anything is logged or saved after it."""
-    first = int(first_device(self.sums['first_non_finite']))
+    first = int(host_copy(self.sums['first_non_finite']))
     if first >= 0:
       raise FloatingPointError(
           f'non-finite loss or gradients at step {self._step + first + 1}; stopped at step {step} without saving; '
@@ -69,7 +69,7 @@ class StepWindow:
     """Averages per counted item, the last step's norms and learning rate, the items counted per step
     (target tokens: fairseq's 'wpb'), rates over the training time (evaluation and checkpoint writes left
     out, and reported as 'excluded_seconds') and the ETA at the step budget; starts a new window."""
-    sums = first_device(self.sums)
+    sums = host_copy(self.sums)
     steps = step - self._step
     excluded = self._excluded_seconds
     steps_per_second = steps / (time.perf_counter() - self._start - excluded)
