@@ -34,6 +34,7 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 # the last bits (about 1e-7 relative), so every run a test compares with another, in this process
 # or one it starts, is computed under the same flags.
 TEST_XLA_FLAGS = ('--xla_backend_optimization_level=0',)
+TEST_CACHE_VARIABLE = 'LRA_POSENC_TESTS_XLA_CACHE'  # The session's compilation cache, for its workers.
 
 
 def pytest_configure(config):
@@ -42,10 +43,14 @@ def pytest_configure(config):
   Before the first computation, so this process's backend starts with them: one compilation
   cache (tests compile the same small programs again and again: a run and its resumed twin,
   one config in several processes; a cache hit loads the executable XLA built for the
-  identical program, so results are unchanged) and TEST_XLA_FLAGS.
+  identical program, so results are unchanged) and TEST_XLA_FLAGS. The cache is the session's:
+  pytest-xdist's workers, started after this runs in the main process, inherit its directory
+  from the environment, which the main process alone removes at the end.
   """
-  directory = tempfile.mkdtemp(prefix='lra_posenc_tests_xla_cache_')
-  config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+  directory = os.environ.get(TEST_CACHE_VARIABLE)
+  if not directory:
+    directory = os.environ[TEST_CACHE_VARIABLE] = tempfile.mkdtemp(prefix='lra_posenc_tests_xla_cache_')
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
   settings = {'jax_compilation_cache_dir': directory, 'jax_persistent_cache_min_compile_time_secs': 0,
               'jax_persistent_cache_min_entry_size_bytes': 0}
   for name, value in settings.items():

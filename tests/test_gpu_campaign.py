@@ -31,7 +31,7 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   out = tmp_path / 'out'
   campaign = [*CAMPAIGN, '--tiny', f'--work={tmp_path / "work"}', f'--plan={plan}',
               f'--committed={tmp_path / "committed"}', '--least_seconds=20', '--grace_seconds=10']
-  process = subprocess.run([*campaign, f'--out={out}', '--benchmarks=lra', '--budget_seconds=110', '--parallel=2'],
+  process = subprocess.run([*campaign, f'--out={out}', '--benchmarks=lra', '--budget_seconds=80', '--parallel=2'],
                            cwd=ROOT, capture_output=True, text=True, timeout=400)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
   assert sorted(os.listdir(out)) == ['benchmarks.tar.gz', 'runs.tar.gz', 'summary.json', 'summary.md',
@@ -61,7 +61,7 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   # A second command in the same work folder, as on a machine still warm: the data, the benchmark and the
   # finished run are kept, and the stopped run resumes from its checkpoint.
   again = tmp_path / 'again'
-  process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=lra', '--budget_seconds=60'],
+  process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=lra', '--budget_seconds=45'],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
   assert 'kept the matching' in (tmp_path / 'work' / 'listops_data' / 'generate.log').read_text()
