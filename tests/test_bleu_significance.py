@@ -1,5 +1,6 @@
 """Paired BLEU tests (lra_posenc/translation/bleu.py, significance.py): sacreBLEU's tests,
 run on the sentence statistics a run records, scored as the trainer scores."""
+import concurrent.futures
 import json
 import os
 import random
@@ -133,6 +134,19 @@ def test_recorded_statistics_compare_runs_without_translations_or_data(toy_corpu
   assert saved.score == recorded.score == pytest.approx(100)
   np.testing.assert_array_equal(saved.statistics, recorded.statistics)
   assert bleu.read_statistics(runs[1], 'averaged', 'validation', 'tokenized_bleu', protocol) is None
+
+
+def test_statistics_recorded_at_once_by_many_writers_are_all_kept(toy_corpus, references, tmp_path):
+  """Several scorings of one run at once (significance scripts beside a run's own testing) each add their
+  entry to its bleu_statistics.json; none replaces another's."""
+  data = read_data(toy_config(toy_corpus).data)
+  splits = [f'split_{i}' for i in range(16)]
+  with concurrent.futures.ThreadPoolExecutor(len(splits)) as pool:
+    list(pool.map(lambda split: bleu.record_statistics(str(tmp_path), 'best', split, references[:4], references[:4],
+                                                       data), splits))
+  with open(tmp_path / bleu.STATISTICS_FILE) as f:
+    assert sorted(json.load(f)['checkpoints']['best']) == sorted(splits)
+  assert not [name for name in os.listdir(tmp_path) if name.endswith('.tmp')]
 
 
 def test_recorded_statistics_that_do_not_add_up_are_errors(toy_corpus, references, tmp_path):

@@ -249,6 +249,14 @@ def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir,
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(state['params']))
 
 
+def test_a_json_write_cut_short_leaves_the_file_as_it_was(tmp_path):
+  path = tmp_path / 'record.json'
+  workdir_files.write_json(str(path), {'kept': 1})
+  with pytest.raises(TypeError):  # json.dump fails halfway through writing.
+    workdir_files.write_json(str(path), {'first': list(range(1000)), 'second': object()})
+  assert json.loads(path.read_text()) == {'kept': 1} and os.listdir(tmp_path) == ['record.json']
+
+
 def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
   blocker = tmp_path / 'a_file'
   blocker.write_text('not a directory')
@@ -318,6 +326,18 @@ def test_resume_refuses_a_model_a_key_outside_model_sized_otherwise(tiny_data_di
   config.data.max_length = 32
   with pytest.raises(ValueError, match=r'checkpoint at step 2 holds parameters of other shapes than this config '
                                        r'builds \(.*\(25, 32\) -> \(33, 32\)\): a key outside `model`'):
+    run_listops(config, tmp_path)
+  assert os.listdir(tmp_path / 'checkpoints') == ['2'] and not os.path.exists(tmp_path / 'checkpoints.unreadable')
+
+
+def test_resume_refuses_an_optimizer_of_another_structure_and_sets_nothing_aside(tiny_data_dir, tmp_path):
+  """Switching gradient clipping on adds a level to the optimizer state: a healthy checkpoint that this
+  config cannot hold, to be refused by name, not taken for damaged files."""
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  run_listops(config, tmp_path, should_stop=lambda step: step == 2)
+  config.optimizer.grad_clip_norm = 1.0
+  with pytest.raises(ValueError, match=r'checkpoint at step 2 holds an optimizer state of another structure than '
+                                       r'this config builds.*optimizer\.grad_clip_norm'):
     run_listops(config, tmp_path)
   assert os.listdir(tmp_path / 'checkpoints') == ['2'] and not os.path.exists(tmp_path / 'checkpoints.unreadable')
 

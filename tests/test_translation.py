@@ -405,6 +405,7 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
     averaged = f.read().splitlines()[:8]
   assert translate.translate_sentences(str(workdir), sources, checkpoint='averaged') == averaged
   assert translate.translate_sentences(str(workdir), ['red dog'], beam_size=1) == ['rot Hund']
+  assert translate.translate_sentences(str(workdir), []) == []  # Empty input: empty output, as a filter gives.
 
 
 @pytest.mark.slow
@@ -528,6 +529,9 @@ def test_stop_and_resume_gives_identical_parameters(toy_corpus, tmp_path):
     ('decoding.beam_size', 0, r'decoding.beam_size=0 must be > 0'),
     ('model.num_heads', 3, r'model.qkv_dim=32 is not divisible by model.num_heads=3'),
     ('data.data_dir', '', r'data.data_dir is empty'),
+    ('data.test_splits', ('test', 'test'), r"data.test_splits=\('test', 'test'\) names a split twice"),
+    ('data.test_splits', ('test', 'validation'), r"names 'validation', the name results give "
+                                                 r"data.validation_split='val'"),
 ])
 def test_bad_config_fails_before_reading_data(toy_corpus, key, value, message):
   config = toy_config(toy_corpus)

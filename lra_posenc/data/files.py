@@ -1,8 +1,11 @@
-"""Reading text data files so that every problem is reported with its file and line."""
+"""Reading text data files so that every problem is reported with its file and line; writing files whole."""
+import contextlib
 import csv
 import gzip
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO
 
 
 class DataError(ValueError):
@@ -10,6 +13,21 @@ class DataError(ValueError):
 
   def __init__(self, path: str, line: int, message: str):
     super().__init__(f'{path}:{line}: {message}')
+
+
+@contextlib.contextmanager
+def written_whole(path: str, mode: str = 'w', **open_options) -> Iterator[IO]:
+  """A file to write `path`'s new content to, which replaces `path` only once the block ends without an error:
+  a reader never sees a half-written file, and concurrent writers never share a temporary file."""
+  directory, name = os.path.split(os.path.abspath(path))
+  descriptor, temporary = tempfile.mkstemp(prefix=f'.{name}.', suffix='.tmp', dir=directory)
+  try:
+    with os.fdopen(descriptor, mode, **open_options) as f:
+      yield f
+    os.replace(temporary, path)
+  except BaseException:
+    os.remove(temporary)
+    raise
 
 
 def decode_line(path: str, line_number: int, raw: bytes) -> str:

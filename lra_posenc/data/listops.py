@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lra_posenc import progress
+from lra_posenc.data.files import written_whole
 from lra_posenc.validation import check_range
 
 OPERATORS = ('[MIN', '[MAX', '[MED', '[SM')
@@ -164,11 +165,9 @@ def write_splits(output_dir: str, seed: int, sizes: dict[str, int], options: Gen
 
 def write_tsv(path: str, samples: dict[str, int]) -> None:
   """LRA's `Source<TAB>Target` file of `samples`, written whole or not at all."""
-  temporary = path + '.tmp'
-  with open(temporary, 'w', encoding='utf-8', newline='\n') as f:
+  with written_whole(path, encoding='utf-8', newline='\n') as f:
     f.write('Source\tTarget\n')
     f.writelines(f'{expression}\t{label}\n' for expression, label in samples.items())
-  os.replace(temporary, path)
 
 
 def write_unless_present(output_dir: str, spec: Mapping[str, int]) -> bool:
@@ -184,7 +183,7 @@ def write_unless_present(output_dir: str, spec: Mapping[str, int]) -> bool:
   options = GeneratorOptions.from_spec(spec)
   sizes = dict(train=spec['num_train_samples'], val=spec['num_valid_samples'], test=spec['num_test_samples'])
   write_splits(output_dir, spec['seed'], sizes, options)
-  with open(spec_path, 'w') as f:
+  with written_whole(spec_path) as f:  # Last, and whole: its presence says every split is.
     json.dump(spec, f, indent=2, sort_keys=True)
   return True
 

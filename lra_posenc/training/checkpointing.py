@@ -60,32 +60,49 @@ def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) ->
   return restored['state'], restored['meta']
 
 
-def _raise_if_other_shapes(manager: ocp.CheckpointManager, step: int, template: Any) -> None:
-  """Raises, on every process, if any process reads the state saved at `step` as saved and finds parameters of
-  other shapes than `template`'s: a healthy checkpoint of another model (a key outside `model` that sizes it
-  changed), not a damaged one to be set aside."""
+def _raise_if_other_structure(manager: ocp.CheckpointManager, step: int, template: Any) -> None:
+  """Raises, on every process, if any process reads the state saved at `step` as saved and finds it built
+  otherwise than `template`: parameters of other shapes (a key outside `model` that sizes the model changed) or
+  an optimizer state of another structure. That is a healthy checkpoint of another run, not a damaged one to be
+  set aside."""
   try:
     saved = _restore(manager, step)[0]
   except Exception:  # Unreadable as saved too: damaged, which the caller handles.
     saved = None
   differing = []
   if saved is not None:
-    expected = flax.serialization.to_state_dict(template)
-    if 'params' in expected and 'params' in saved:  # Optimizer states read back in other containers.
-      saved, expected = saved['params'], expected['params']
-    saved, expected = _shapes(saved), _shapes(expected)
+    saved, expected = _shapes(saved), _shapes(flax.serialization.to_state_dict(template))
     differing = [f'{path} {saved.get(path, "absent")} -> {expected.get(path, "absent")}'
                  for path in sorted(saved.keys() | expected.keys()) if saved.get(path) != expected.get(path)]
-  if distributed.gather_flags(bool(differing)).any():
-    found = '; '.join(differing[:4]) + ('; ...' if len(differing) > 4 else '') if differing else 'on another process'
+  in_params = [difference for difference in differing if difference.startswith('params/')]
+  if not distributed.gather_flags(bool(differing)).any():
+    return
+  if distributed.gather_flags(bool(in_params)).any():
+    found = _listed(in_params) if in_params else 'on another process'
     raise ValueError(f'checkpoint at step {step} holds parameters of other shapes than this config builds ({found}): '
                      'a key outside `model` that sizes the model changed (data.max_length, data.num_classes?). A '
                      'new model needs a new --workdir; this one resumes only the model it holds')
+  found = _listed(differing) if differing else 'on another process'
+  raise ValueError(f'checkpoint at step {step} holds an optimizer state of another structure than this config builds '
+                   f'({found}): optimizer.grad_clip_norm went from 0 to above 0 or back. Resume with the value it was '
+                   'trained with, or start a new --workdir')
+
+
+def _listed(differences: list[str]) -> str:
+  return '; '.join(differences[:4]) + ('; ...' if len(differences) > 4 else '')
 
 
 def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
-  """Each leaf's path and shape."""
-  return {jax.tree_util.keystr(path): np.shape(leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  """Each leaf's shape by its path of keys, indices and field names alike (a tuple read back as a list, a
+  named tuple as a dict of its fields, name the same leaves)."""
+  def key_name(key: Any) -> str:
+    for attribute in ('key', 'idx', 'name'):  # DictKey, SequenceKey, GetAttrKey.
+      if hasattr(key, attribute):
+        return str(getattr(key, attribute))
+    return str(key)
+
+  return {'/'.join(map(key_name, path)): np.shape(leaf)
+          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def bytes_held(workdir: str) -> int:
@@ -200,7 +217,7 @@ class Checkpoints:
           restored = self._readable_everywhere(step, lambda: _restore(reader, step, template))
           if restored is not None:
             return (step,) + restored, unreadable
-          _raise_if_other_shapes(reader, step, template)
+          _raise_if_other_structure(reader, step, template)
         unreadable.append(step)
     finally:
       reader.close()

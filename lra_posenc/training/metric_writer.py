@@ -14,6 +14,7 @@ import os
 from absl import logging
 from tensorboardX import SummaryWriter
 
+from lra_posenc.data.files import written_whole
 from lra_posenc.training import distributed
 
 HISTORY_FILE = 'metrics.jsonl'
@@ -81,10 +82,8 @@ def _keep_history_up_to(path: str, step: int) -> None:
       continue
     if record['step'] <= step and record['prefix'] != 'final':
       kept.append(line + '\n')
-  temporary = path + '.tmp'
-  with open(temporary, 'w', encoding='utf-8') as f:
+  with written_whole(path, encoding='utf-8') as f:
     f.writelines(kept)
-  os.replace(temporary, path)
 
 
 def _format(value: float) -> str:

@@ -48,10 +48,8 @@ class CheckpointSettings:
 
 @dataclasses.dataclass(frozen=True)
 class TrainerSettings:
-  """What the train loop reads of a config: the task's name, the seed, its four sections, the model as a
-  checkpoint records it (what it computes, not how) and the whole config as config.json and results.json
-  record it."""
-  task: str
+  """What the train loop reads of a config: the seed, its four sections, the model as a checkpoint records it
+  (what it computes, not how) and the whole config as config.json and results.json record it."""
   seed: int
   optimizer: OptimizerSettings
   training: TrainingSettings
@@ -87,7 +85,7 @@ def read_trainer_settings(config: ml_collections.ConfigDict, task: str, task_sec
                        f'({jax.process_count()} process(es) x {jax.local_device_count()} local devices)')
   training, evaluation, checkpoint = config.training, config.evaluation, config.checkpoint
   return TrainerSettings(
-      task=task, seed=int(config.seed), optimizer=optimizer,
+      seed=int(config.seed), optimizer=optimizer,
       training=TrainingSettings(batch_size=training.batch_size, num_train_steps=training.num_train_steps,
                                 log_every_steps=training.log_every_steps, patience=training.patience),
       evaluation=EvaluationSettings(batch_size=evaluation.batch_size, every_steps=evaluation.every_steps,

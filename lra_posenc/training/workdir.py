@@ -1,12 +1,17 @@
 """A run's workdir: checked before training, and its JSON files, each written whole or not at all."""
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from lra_posenc.data.files import written_whole
 
 CONFIG_FILE = 'config.json'  # The config the run trained with, as plain JSON.
 RESULTS_FILE = 'results.json'  # Written when training ends: the scores and how the run ended.
@@ -54,12 +59,23 @@ def read_json_if_present(path: str) -> dict | None:
 
 
 def write_json(path: str, payload: dict, *, sort_keys: bool = True, compact: bool = False) -> None:
-  """`payload` as `path`, whole or not at all (a reader never sees a half-written file); keys sorted, for
-  stable diffs, unless their order carries meaning; `compact` (no spaces, one line) for large records."""
-  temporary = path + '.tmp'
-  with open(temporary, 'w') as f:
+  """`payload` as `path`, whole or not at all (a reader never sees a half-written file, and writers never share
+  a temporary file); keys sorted, for stable diffs, unless their order carries meaning; `compact` (no spaces,
+  one line) for large records."""
+  with written_whole(path) as f:
     if compact:
       json.dump(payload, f, separators=(',', ':'), sort_keys=sort_keys)
     else:
       json.dump(payload, f, indent=2, sort_keys=sort_keys)
-  os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+  """Holds an exclusive lock on PATH.lock, for a read-modify-write of `path` that other processes may be
+  making at the same time."""
+  with open(path + '.lock', 'a') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)

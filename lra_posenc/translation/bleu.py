@@ -14,7 +14,7 @@ import numpy as np
 import sacrebleu
 import sacremoses
 
-from lra_posenc.training.workdir import read_json_if_present, write_json
+from lra_posenc.training.workdir import locked, read_json_if_present, write_json
 from lra_posenc.translation.settings import DataSettings
 
 MAX_NGRAM_ORDER = 4
@@ -138,17 +138,19 @@ def record_statistics(run_dir: str, checkpoint: str, split: str, hypotheses: Seq
                       references: Sequence[str], data: DataSettings) -> None:
   """Adds both BLEUs' sentence statistics of `checkpoint`'s translations of `split` to RUN_DIR/bleu_statistics.json.
 
-  The file is replaced whole (written beside it, then renamed), so an interrupted write leaves the old one.
+  The file is replaced whole (written beside it, then renamed), so an interrupted write leaves the old one, and
+  under a lock, so that processes recording other splits or checkpoints at once keep each other's entries.
   """
-  path = statistics_path(run_dir)
-  content = read_json_if_present(path) or {'fields': list(STATISTICS_FIELDS), 'checkpoints': {}}
   entries = {}
   for name, protocol in protocols(data).items():
     statistics = protocol.sentence_statistics(hypotheses, references)
     entries[name] = {'score': protocol.score(hypotheses, references), 'signature': protocol.signature(),
                      'statistics': statistics.tolist()}
-  content['checkpoints'].setdefault(checkpoint, {})[split] = entries
-  write_json(path, content, sort_keys=False, compact=True)
+  path = statistics_path(run_dir)
+  with locked(path):
+    content = read_json_if_present(path) or {'fields': list(STATISTICS_FIELDS), 'checkpoints': {}}
+    content['checkpoints'].setdefault(checkpoint, {})[split] = entries
+    write_json(path, content, sort_keys=False, compact=True)
 
 
 def without_version(signature: str) -> str:

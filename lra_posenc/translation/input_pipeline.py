@@ -17,7 +17,7 @@ import numpy as np
 import sentencepiece as spm
 from absl import logging
 
-from lra_posenc.data.files import DataError, decode_line, read_lines
+from lra_posenc.data.files import DataError, decode_line, read_lines, written_whole
 from lra_posenc.training.batches import ArrayDataset
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -149,9 +149,8 @@ def write_missing_tokenizers(directory: str, train: ParallelText, *, joint: bool
       proto = train_tokenizer(corpora[name], vocab_size=vocab_size, model_type=model_type,
                               character_coverage=character_coverage)
       logging.info('trained the %s tokenizer in %.1f s', name, time.perf_counter() - start)
-      with open(path + '.tmp', 'wb') as f:
+      with written_whole(path, 'wb') as f:
         f.write(proto)
-      os.replace(path + '.tmp', path)
 
 
 def load_tokenizers(directory: str, *, joint: bool, lowercase: bool = False) -> Tokenizers:

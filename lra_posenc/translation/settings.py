@@ -146,13 +146,20 @@ def read_data(data: ml_collections.ConfigDict, *, for_training: bool = True) -> 
                        or buckets[-1] != data.max_length):
     raise ValueError(f'data.length_buckets={buckets} must be increasing positive lengths ending at '
                      f'data.max_length={data.max_length} (or empty: no bucketing)')
-  if not data.test_splits:
+  test_splits = tuple(data.test_splits)
+  if not test_splits:
     raise ValueError('data.test_splits is empty; name at least one split to score')
+  if len(set(test_splits)) != len(test_splits):
+    raise ValueError(f'data.test_splits={test_splits} names a split twice')
+  for role, split in (('train', data.train_split), ('validation', data.validation_split)):
+    if role in test_splits and split != role:  # Results name splits by role and test split alike.
+      raise ValueError(f'data.test_splits={test_splits} names {role!r}, the name results give '
+                       f'data.{role}_split={split!r}; score {role!r} only where data.{role}_split is {role!r}')
   if data.source_lang == data.target_lang:
     raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
   return DataSettings(
       data_dir=data.data_dir, tfds_name=data.tfds_name, source_lang=data.source_lang, target_lang=data.target_lang,
-      train_split=data.train_split, validation_split=data.validation_split, test_splits=tuple(data.test_splits),
+      train_split=data.train_split, validation_split=data.validation_split, test_splits=test_splits,
       max_length=data.max_length, max_eval_source_length=data.max_eval_source_length, length_buckets=buckets,
       tokenizer=TokenizerSettings(**data.tokenizer.to_dict()))
 

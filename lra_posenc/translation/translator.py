@@ -2,7 +2,6 @@
 import functools
 from collections.abc import Sequence
 
-import flax
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -10,6 +9,7 @@ import numpy as np
 
 from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.training import placement
 from lra_posenc.training.task import Params
 from lra_posenc.translation import decode
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
@@ -85,7 +85,8 @@ class Translator:
     return decode.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
 
   def translate_ids(self, replicated_params: Params, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
-    """Output ids for every row of `inputs` [N, source_length], in order; `replicated_params` from flax's replicate.
+    """Output ids [N, max_output_length] for every row of `inputs` [N, source_length], in order (none for none);
+    `replicated_params` as `placement.replicate` places them.
 
     Progress (batches decoded, ETA) is reported under `what`.
     """
@@ -97,12 +98,12 @@ class Translator:
       padded[:len(batch)] = batch
       result = self._predict(replicated_params, padded.reshape((devices, -1) + inputs.shape[1:]))
       outputs.append(np.asarray(result).reshape(self.batch_size, -1)[:len(batch)])
-    return np.concatenate(outputs)
+    return np.concatenate(outputs) if outputs else np.zeros((0, self.max_output_length), np.int32)
 
   def translate(self, params: Params, sentences: Sequence[str]) -> list[str]:
     """Detokenized translations of raw `sentences`, with unreplicated `params`."""
     inputs = pad_ids(self.tokenizers.encode_sources(sentences), self.max_source_length)
-    outputs = self.translate_ids(flax.jax_utils.replicate(params), inputs)
+    outputs = self.translate_ids(placement.replicate(params), inputs)
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
 
 
