@@ -44,6 +44,7 @@ class BatchDecoder(Protocol):
   """What decoding benchmarks need of a task's decoder (the translation task's Translator)."""
   batch_size: int
   beam_size: int
+  max_source_length: int
 
   def translate_ids(self, replicated_params: Any, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
     ...
@@ -54,17 +55,28 @@ class Workload:
   """A task's model with synthetic batches of its config's training shapes (each task's `benchmark_workload`).
 
   Attributes:
-    task: the model's parameters and metrics as the trainer uses them (no data).
+    task: the model's parameters and metrics as the trainer uses them (no data), with the trainer's settings
+      (seed, batch sizes).
     batch: (examples, rng) -> a batch of random tokens, every position filled.
     forward_flops: matrix-product FLOPs of the forward pass, per example and per call.
     tokens_per_example: tokens one example carries (source and target for translation).
+    dtype: the matrix products' dtype (`model.dtype`), which sets the device's peak for MFU.
     translator: beam search for decoding benchmarks (translation only).
   """
   task: Task
   batch: Callable[[int, np.random.Generator], Batch]
   forward_flops: flops.ForwardFlops
   tokens_per_example: int
+  dtype: str
   translator: BatchDecoder | None = None
+
+  @property
+  def seed(self) -> int:
+    return self.task.settings.seed
+
+  @property
+  def train_batch_size(self) -> int:
+    return self.task.settings.training.batch_size
 
 
 def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Callable,
@@ -109,7 +121,7 @@ def _compiled_bytes(compiled) -> int:
   return stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes + stats.temp_size_in_bytes
 
 
-def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> dict[str, int]:
+def train_step_memory(workload: Workload) -> dict[str, int]:
   """XLA's memory analysis of one device's compiled train step at `training.batch_size`.
 
   Compiled from shapes alone: no state is allocated and nothing runs, so a step too big
@@ -118,7 +130,7 @@ def train_step_memory(config: ml_collections.ConfigDict, workload: Workload) -> 
   devices = jax.local_device_count()
   per_device = lambda x: jax.ShapeDtypeStruct((devices,) + x.shape, x.dtype)
   state = jax.eval_shape(lambda: create_state(workload.task, jax.random.PRNGKey(0)))
-  batch = workload.batch(config.training.batch_size, np.random.default_rng(0))
+  batch = workload.batch(workload.train_batch_size, np.random.default_rng(0))
   batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct((devices, x.shape[0] // devices) + x.shape[1:], x.dtype), batch)
   rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
   state, rng, no_stop = jax.tree.map(per_device, state), per_device(rng), jax.ShapeDtypeStruct((devices,), jnp.bool_)
@@ -138,11 +150,11 @@ class TrainStepTimer:
   that slows down for a while slows every encoding alike, not the one that ran then.
   """
 
-  def __init__(self, config: ml_collections.ConfigDict, workload: Workload):
-    self.config, self.workload = config, workload
-    self._batch = _on_devices(workload.batch(config.training.batch_size, np.random.default_rng(config.seed)))
-    self._state = replicate(create_state(workload.task, jax.random.PRNGKey(config.seed)))
-    self._rng = replicate(jax.random.PRNGKey(config.seed + 1))
+  def __init__(self, workload: Workload):
+    self.workload = workload
+    self._batch = _on_devices(workload.batch(workload.train_batch_size, np.random.default_rng(workload.seed)))
+    self._state = replicate(create_state(workload.task, jax.random.PRNGKey(workload.seed)))
+    self._rng = replicate(jax.random.PRNGKey(workload.seed + 1))
     self._no_stop = stop_requests(False)
     self._zero_sums = zero_sums(workload.task, self._state, self._batch, self._rng, self._no_stop)
     p_train_step, _ = pmapped_steps(workload.task)
@@ -170,12 +182,12 @@ class TrainStepTimer:
     of timing noise. MFU is the model's matrix-product FLOPs per second over the peak of all
     local devices (from `PEAK_TFLOPS`, or `peak_tflops`); None where the peak is unknown.
     """
-    batch_size = self.config.training.batch_size
+    batch_size = self.workload.train_batch_size
     rates = [steps_per_window / s for s in window_seconds]
     steps_per_second = statistics.median(rates)
     model_flops = self.workload.forward_flops.train_step(batch_size, jax.device_count()) * steps_per_second
     device_kind = jax.local_devices()[0].device_kind
-    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.config.model.dtype)
+    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.workload.dtype)
     cost = self._step.cost_analysis() or {}
     return {
         'compile_seconds': self.compile_seconds,
@@ -244,12 +256,11 @@ def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, step
   return seconds
 
 
-def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *, windows: int,
-                       steps_per_window: int) -> dict[str, Any]:
+def measure_evaluation(workload: Workload, *, windows: int, steps_per_window: int) -> dict[str, Any]:
   """Median examples/s of the pmapped eval step at `evaluation.batch_size`."""
-  batch_size = config.evaluation.batch_size
-  batch = _on_devices(workload.batch(batch_size, np.random.default_rng(config.seed)))
-  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  batch_size = workload.task.settings.evaluation.batch_size
+  batch = _on_devices(workload.batch(batch_size, np.random.default_rng(workload.seed)))
+  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(workload.seed)))
   _, p_eval_step = pmapped_steps(workload.task)
   start = time.perf_counter()
   compiled = p_eval_step.lower(params, batch).compile()
@@ -264,17 +275,17 @@ def measure_evaluation(config: ml_collections.ConfigDict, workload: Workload, *,
           'tokens_per_second': examples_per_second * workload.tokens_per_example}
 
 
-def measure_decoding(config: ml_collections.ConfigDict, workload: Workload, *, windows: int) -> dict[str, Any]:
+def measure_decoding(workload: Workload, *, windows: int) -> dict[str, Any]:
   """Median sentences/s of batched beam search (`decoding.beam_size`) at `decoding.batch_size`.
 
-  Sources fill `data.max_length` ids. Random parameters seldom emit EOS, so every
+  Sources fill the training batches' `data.max_length` ids. Random parameters seldom emit EOS, so every
   hypothesis runs to `decoding.max_output_length` ids: the worst case of a trained model.
   """
   translator = workload.translator
-  rng = np.random.default_rng(config.seed)
-  sources = np.zeros((translator.batch_size, config.data.max_eval_source_length), np.int32)
-  sources[:, :config.data.max_length] = workload.batch(translator.batch_size, rng)['inputs']
-  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(config.seed)))
+  inputs = workload.batch(translator.batch_size, np.random.default_rng(workload.seed))['inputs']
+  sources = np.zeros((translator.batch_size, translator.max_source_length), np.int32)
+  sources[:, :inputs.shape[1]] = inputs
+  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(workload.seed)))
   start = time.perf_counter()
   outputs = translator.translate_ids(params, sources)
   first_call_seconds = time.perf_counter() - start
@@ -305,8 +316,8 @@ def pipeline_gap(config: ml_collections.ConfigDict, create_task: Callable[[ml_co
   host_batches = [batch for _, batch in zip(range(steps), task.train_batches(0))]
   host_batches_per_second = steps / (time.perf_counter() - start)
   batches = list(device_batches(host_batches, size=2))
-  state = replicate(create_state(task, jax.random.PRNGKey(config.seed)))
-  step_rng = replicate(jax.random.PRNGKey(config.seed + 1))
+  state = replicate(create_state(task, jax.random.PRNGKey(task.settings.seed)))
+  step_rng = replicate(jax.random.PRNGKey(task.settings.seed + 1))
   no_stop = stop_requests(False)
   p_train_step, _ = pmapped_steps(task)
   sums = zero_sums(task, state, batches[0], step_rng, no_stop)

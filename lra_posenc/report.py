@@ -19,10 +19,9 @@ import scipy.stats
 
 from lra_posenc import comparison, length_generalisation, sweeps, tasks
 from lra_posenc.data.files import read_csv_figures
-from lra_posenc.training.checkpointing import read_config
 from lra_posenc.training.workdir import RESULTS_FILE, read_json
 from lra_posenc.translation import bleu
-from lra_posenc.translation.settings import read_data
+from lra_posenc.translation.settings import read_run_data
 
 # length_scores.json's set: 500 expressions per longer bucket.
 LISTOPS_LENGTHS = length_generalisation.length_set_key('listops', 'length', (64, 128, 256, 512), 500)
@@ -194,7 +193,7 @@ def pooled_statistics(runs: Sequence[dict], checkpoint: str, split: str, name: s
   for run in runs:
     if run['run_dir'] is None or not os.path.isfile(bleu.statistics_path(run['run_dir'])):
       continue
-    run_protocol = bleu.protocols(read_data(read_config(run['run_dir']).data))[name]
+    run_protocol = bleu.protocols(read_run_data(run['run_dir']))[name]
     recorded = bleu.read_statistics(run['run_dir'], checkpoint, split, name, run_protocol)
     if recorded is None:
       continue

@@ -78,12 +78,12 @@ def throughput(config: ml_collections.ConfigDict, encoding_names: list[str], ref
 
   Train steps of all encodings are compiled first, then timed in interleaved windows.
   """
-  configs, workloads, timers = {}, {}, {}
+  workloads, timers = {}, {}
   for name in encoding_names:
-    configs[name] = config.copy_and_resolve_references()
-    configs[name].model.pos_encoding = name
-    workloads[name] = TASKS[FLAGS.task].benchmark_workload(configs[name])
-    timers[name] = benchmarking.TrainStepTimer(configs[name], workloads[name])
+    variant = config.copy_and_resolve_references()
+    variant.model.pos_encoding = name
+    workloads[name] = TASKS[FLAGS.task].benchmark_workload(variant)
+    timers[name] = benchmarking.TrainStepTimer(workloads[name])
   seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
   if FLAGS.trace_dir:
     for name, timer in timers.items():
@@ -97,9 +97,9 @@ def throughput(config: ml_collections.ConfigDict, encoding_names: list[str], ref
   for name, measured in results.items():
     timing = dict(windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
     if FLAGS.eval:
-      measured['eval'] = benchmarking.measure_evaluation(configs[name], workloads[name], **timing)
+      measured['eval'] = benchmarking.measure_evaluation(workloads[name], **timing)
     if FLAGS.decode and workloads[name].translator:
-      measured['decode'] = benchmarking.measure_decoding(configs[name], workloads[name], windows=FLAGS.windows)
+      measured['decode'] = benchmarking.measure_decoding(workloads[name], windows=FLAGS.windows)
   base = results[reference]['train']
   for measured in results.values():
     train = measured['train']
@@ -190,7 +190,7 @@ def memory_grid(config: ml_collections.ConfigDict) -> dict:
       for dropout in sorted({config.model.attention_dropout_rate, 0.0}, reverse=True):
         variant = config.copy_and_resolve_references()
         variant.model.update(dtype=dtype, remat=remat, attention_dropout_rate=dropout)
-        memory = benchmarking.train_step_memory(variant, TASKS[FLAGS.task].benchmark_workload(variant))
+        memory = benchmarking.train_step_memory(TASKS[FLAGS.task].benchmark_workload(variant))
         rows.append({'dtype': dtype, 'remat': remat, 'attention_dropout_rate': dropout} | memory)
         print(f'{dtype:>9} remat={remat!s:5} attention dropout {dropout:.1f}: {memory["total_bytes"] / 2**30:7.2f} GiB '
               f'(temporaries {memory["temp_bytes"] / 2**30:.2f} GiB)', flush=True)
@@ -199,7 +199,7 @@ def memory_grid(config: ml_collections.ConfigDict) -> dict:
 
 def profile_ops(config: ml_collections.ConfigDict, shown: int = 20) -> dict:
   """`benchmarking.operation_times` of the config's train step after a warm-up window; prints the costliest kinds."""
-  timer = benchmarking.TrainStepTimer(config, TASKS[FLAGS.task].benchmark_workload(config))
+  timer = benchmarking.TrainStepTimer(TASKS[FLAGS.task].benchmark_workload(config))
   timer.run_window(FLAGS.steps_per_window)
   profile = benchmarking.operation_times(timer.run_window, FLAGS.steps_per_window)
   print(f'{1e3 * profile["step_seconds"]:.1f} ms a step over {FLAGS.steps_per_window} steps; thread time by operation '

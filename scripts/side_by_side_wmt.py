@@ -115,7 +115,7 @@ def matmul_gflops(size: int = 2048, repeats: int = 7) -> float:
 
 def compare(args: argparse.Namespace) -> dict[str, Any]:
   workload = translation_train.benchmark_workload(our_config(args))
-  timers = {'ours': benchmarking.TrainStepTimer(our_config(args), workload),
+  timers = {'ours': benchmarking.TrainStepTimer(workload),
             'peer': PeerStepTimer(args.peer_models, args)}
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}

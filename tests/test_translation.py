@@ -31,14 +31,13 @@ from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
-from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
                                        train_step, zero_sums)
 from lra_posenc.training.task import Task
 from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
 from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
-from lra_posenc.translation.settings import LossSettings, read_data
+from lra_posenc.translation.settings import LossSettings, read_data, read_settings
 from lra_posenc.translation.translator import Translator, create_translator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -472,8 +471,7 @@ def test_training_gradient_is_that_of_the_mean_loss_per_target_token(share_embed
   params = random_params(model, batch['inputs'], batch['targets'])
   # Chunks of 7 tokens: the 160 target tokens leave a padded last chunk.
   loss_settings = LossSettings(label_smoothing=label_smoothing, chunk_tokens=7)
-  settings = read_trainer_settings(multi30k.get_config('sweep'), 'translation', train.TASK_SECTIONS,
-                                   train.TRAINING_KEYS)
+  settings = read_settings(multi30k.get_config('sweep'), reads_text=False).trainer
   task = Task(metrics=functools.partial(train.translation_metrics, model, loss_settings), init_params=None,
               train_batches=None, eval_batches=None, artifacts={}, baselines={}, settings=settings)
   # SGD's update is -learning_rate x the gradient: at 1e4 it stands far above the parameters' rounding.
@@ -578,7 +576,8 @@ def test_multi30k_trains_and_scores_every_test_set(tmp_path):
   config.data.data_dir = MULTI30K_DIR
   config.data.tokenizer.vocab_size = 2000
   config.data.max_eval_source_length = 48  # The longest test pair has 47 ids with EOS.
-  config.decoding.max_output_length = 48
+  config.data.length_buckets = ()  # One train-step shape to compile: buckets are the toy tests' subject.
+  config.decoding.max_output_length = 16  # What is checked is that every sentence is translated and scored.
   config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1)
   config.optimizer.update(learning_rate=3e-3, warmup_steps=10)
   config.training.update(num_train_steps=30, log_every_steps=10)

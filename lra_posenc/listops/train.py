@@ -85,7 +85,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
                                        attention_paths(model.config, model.attention_calls(length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example),
-      tokens_per_example=length)
+      tokens_per_example=length,
+      dtype=model.config.dtype.name)
 
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:

@@ -1,15 +1,12 @@
 """BLEU of a trained translation workdir's decoding over a grid of beam sizes and length penalties."""
 from collections.abc import Sequence
 
-from lra_posenc.training.checkpointing import read_task_config
-from lra_posenc.translation import bleu, input_pipeline
+from lra_posenc.translation import bleu
 from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.settings import read_translator_settings
-from lra_posenc.translation.translate import checkpoint_params
-from lra_posenc.translation.translator import build_translator
+from lra_posenc.translation.translate import load_translator
 
 
-def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> list[tuple[int, float | None]]:
+def search_grid(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> list[tuple[int, float | None]]:
   """(beam size, length penalty) pairs; greedy search (beam 1) once, without a penalty."""
   return [(beam, None if beam == 1 else penalty) for beam in beam_sizes
           for penalty in (length_penalties[:1] if beam == 1 else length_penalties)]
@@ -18,15 +15,10 @@ def settings(beam_sizes: Sequence[int], length_penalties: Sequence[float]) -> li
 def decoding_grid(workdir: str, split: str, beam_sizes: Sequence[int], length_penalties: Sequence[float],
                   checkpoint: str = 'best') -> dict:
   """Both BLEUs of every setting on `split`, with what was decoded and from which steps."""
-  translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=True)
-  params, steps = checkpoint_params(workdir, checkpoint)
-  data = translation.data
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
-                                                 lowercase=data.tokenizer.lowercase)
+  translator, params, steps, data = load_translator(workdir, checkpoint, reads_text=True)
   text = translation_train.read_text(data, split)
-  translator = build_translator(translation, tokenizers)
   rows = []
-  for beam_size, length_penalty in settings(beam_sizes, length_penalties):
+  for beam_size, length_penalty in search_grid(beam_sizes, length_penalties):
     hypotheses = translator.with_search(beam_size=beam_size, length_penalty=length_penalty or 0.0).translate(
         params, text.sources)
     scores = bleu.scores(hypotheses, text.targets, data)

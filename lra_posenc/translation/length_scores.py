@@ -1,15 +1,13 @@
 """Test BLEU by source length, for `scripts/length_generalisation.py`: from the translations a run wrote, or,
 for a committed run (which keeps neither translations nor tokenizer), from the sentence statistics it recorded."""
-import dataclasses
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from lra_posenc.sweeps import bucket_label
-from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu, input_pipeline, train
-from lra_posenc.translation.settings import read_data
+from lra_posenc.translation.settings import read_run_data
 
 
 def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 0, data_dir: str = ''
@@ -17,7 +15,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 
   """Per bucket of source length (SentencePiece ids): sacreBLEU of the written hypotheses, pooled over test splits.
   The run's own test splits are scored: `num_samples` and `data_dir` (of the tasks that draw sets) are unused."""
   del num_samples, data_dir
-  data = read_data(read_config(workdir).data)
+  data = read_run_data(workdir)
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
                                                  lowercase=data.tokenizer.lowercase)
   sources, hypotheses, references = [], [], []
@@ -42,7 +40,7 @@ def recorded_scores_by_length(run_dir: str, bounds: Sequence[int], *, checkpoint
   `data_dir` (the run's own may be another machine's path); None for a run that recorded no statistics."""
   if not os.path.isfile(bleu.statistics_path(run_dir)):
     return None
-  data = dataclasses.replace(read_data(read_config(run_dir).data), data_dir=data_dir)
+  data = read_run_data(run_dir, data_dir)
   protocol = bleu.protocols(data)[bleu_name]
   lengths, statistics = [], []
   for split in data.test_splits:

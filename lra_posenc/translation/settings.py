@@ -11,6 +11,7 @@ import ml_collections
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.batches import token_budget_batch_sizes
+from lra_posenc.training.checkpointing import read_task_config
 from lra_posenc.training.config_checks import check_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.translation.input_pipeline import EOS_ID
@@ -111,11 +112,12 @@ class TranslatorSettings:
   decoding: DecodingSettings
 
 
-def read_settings(config: ml_collections.ConfigDict) -> TranslationSettings:
-  """Every section checked, before any data is read."""
+def read_settings(config: ml_collections.ConfigDict, *, reads_text: bool = True) -> TranslationSettings:
+  """Every section checked, before any data is read; without `reads_text` (synthetic benchmarks) the data is
+  checked as `read_data` says."""
   trainer = read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS)
   check_section_choice(config.evaluation, 'evaluation', 'selection_metric', SELECTION_METRICS)
-  data = read_data(config.data)
+  data = read_data(config.data, reads_text=reads_text)
   max_tokens = config.training.max_tokens
   check_range('training.max_tokens', max_tokens, at_least=0)
   if max_tokens:
@@ -128,9 +130,9 @@ def read_settings(config: ml_collections.ConfigDict) -> TranslationSettings:
                              decoding=decoding, max_tokens=max_tokens)
 
 
-def read_data(data: ml_collections.ConfigDict, *, for_training: bool = True) -> DataSettings:
-  """`config.data`, checked; without `for_training` (translating with a trained run, synthetic benchmarks) what
-  only training reads goes unchecked: where the text is, and the length buckets."""
+def read_data(data: ml_collections.ConfigDict, *, reads_text: bool = True) -> DataSettings:
+  """`config.data`, checked; without `reads_text` (translating with a trained run, synthetic benchmarks) what
+  only reading the text needs goes unchecked: where the text is, and the length buckets."""
   check_keys(data, 'data', DATA_KEYS)
   check_keys(data.tokenizer, 'data.tokenizer', TOKENIZER_KEYS)
   check_positive(data, 'data', 'max_length', 'max_eval_source_length')
@@ -138,11 +140,11 @@ def read_data(data: ml_collections.ConfigDict, *, for_training: bool = True) -> 
               why=f'ids 0-{EOS_ID} are padding, unknown, BOS and EOS')
   check_range('data.tokenizer.character_coverage', data.tokenizer.character_coverage, above=0, at_most=1)
   check_section_choice(data.tokenizer, 'data.tokenizer', 'model_type', TOKENIZER_MODEL_TYPES)
-  if for_training and not data.data_dir and not data.tfds_name:
+  if reads_text and not data.data_dir and not data.tfds_name:
     raise ValueError('data.data_dir is empty; set it to a directory of SPLIT.LANG[.gz] files (Multi30k: '
                      'scripts/download_multi30k.py), or set data.tfds_name')
   buckets = tuple(data.length_buckets)
-  if for_training and buckets and (list(buckets) != sorted(set(buckets)) or buckets[0] < 1
+  if reads_text and buckets and (list(buckets) != sorted(set(buckets)) or buckets[0] < 1
                        or buckets[-1] != data.max_length):
     raise ValueError(f'data.length_buckets={buckets} must be increasing positive lengths ending at '
                      f'data.max_length={data.max_length} (or empty: no bucketing)')
@@ -162,6 +164,13 @@ def read_data(data: ml_collections.ConfigDict, *, for_training: bool = True) -> 
       train_split=data.train_split, validation_split=data.validation_split, test_splits=test_splits,
       max_length=data.max_length, max_eval_source_length=data.max_eval_source_length, length_buckets=buckets,
       tokenizer=TokenizerSettings(**data.tokenizer.to_dict()))
+
+
+def read_run_data(run_dir: str, data_dir: str | None = None) -> DataSettings:
+  """The data settings a translation run trained with (its config.json), its text read from `data_dir` where
+  given (a committed run's own data_dir is another machine's path); a run of another task is a ValueError."""
+  data = read_data(read_task_config(run_dir, 'translation').data)
+  return data if data_dir is None else dataclasses.replace(data, data_dir=data_dir)
 
 
 def read_loss(loss: ml_collections.ConfigDict) -> LossSettings:
@@ -196,7 +205,7 @@ def read_translator_settings(config: ml_collections.ConfigDict, *, reads_text: b
   """The data, model and decoding sections of a config (a trained run's config.json, say), checked; with
   `reads_text` (a caller that reads the config's text) the data is checked as for training, where the text is
   included."""
-  data = read_data(config.data, for_training=reads_text)
+  data = read_data(config.data, reads_text=reads_text)
   decoding = read_decoding(config.decoding)
   return TranslatorSettings(data=data, model=read_model(config.model, data, decoding), decoding=decoding)
 

@@ -1,16 +1,14 @@
 """Paired significance of BLEU differences between translation runs, from their sentence statistics
 (`scripts/bleu_significance.py` documents the method)."""
-import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import train as translation_train
-from lra_posenc.translation.settings import DataSettings, read_data
+from lra_posenc.translation.settings import DataSettings, read_run_data
 from lra_posenc.translation.translate import CHECKPOINTS
 
 # Settings of `config.data` that must agree across the systems for their scores to be comparable.
@@ -26,18 +24,14 @@ def parse_system(spec: str) -> tuple[str, str]:
   return run_dir, checkpoint
 
 
-def check_comparable(data_configs: dict[str, dict]) -> None:
+def check_comparable(datas: dict[str, DataSettings]) -> None:
   """Raises, naming the setting, if the systems' data settings differ where their scores depend on it."""
-  def value(config: dict, key: str):
-    for part in key.split('.'):
-      config = config[part]
-    return config
-
-  first_name, first = next(iter(data_configs.items()))
-  for name, config in data_configs.items():
+  value = lambda data, key: functools.reduce(getattr, key.split('.'), data)
+  first_name, first = next(iter(datas.items()))
+  for name, data in datas.items():
     for key in SHARED_DATA_KEYS:
-      if value(config, key) != value(first, key):
-        raise ValueError(f'data.{key} is {value(config, key)!r} in {name} but {value(first, key)!r} in '
+      if value(data, key) != value(first, key):
+        raise ValueError(f'data.{key} is {value(data, key)!r} in {name} but {value(first, key)!r} in '
                          f'{first_name}: their scores are not comparable')
 
 
@@ -71,11 +65,9 @@ def compare(systems: Sequence[str], data_dir: str | None = None, test: str = 'bo
     raise ValueError(f'a paired test needs a baseline and at least one system; got {list(systems)}')
   bleu.check_paired_test(test, samples)
   parsed = [parse_system(spec) for spec in systems]
-  data_configs = {spec: read_config(run_dir).data for spec, (run_dir, _) in zip(systems, parsed)}
-  check_comparable({spec: data.to_dict() for spec, data in data_configs.items()})
-  data = read_data(data_configs[systems[0]])
-  if data_dir is not None:
-    data = dataclasses.replace(data, data_dir=data_dir)
+  datas = {spec: read_run_data(run_dir) for spec, (run_dir, _) in zip(systems, parsed)}
+  check_comparable(datas)
+  data = read_run_data(parsed[0][0], data_dir)
   protocols = bleu.protocols(data)
   splits = {}
   for split in data.test_splits:

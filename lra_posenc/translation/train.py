@@ -25,13 +25,10 @@ from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
-from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
-from lra_posenc.translation.settings import (TASK_SECTIONS, TRAINING_KEYS, DataSettings, LossSettings,
-                                             TranslationSettings, read_loss, read_settings,
-                                             read_translator_settings)
+from lra_posenc.translation.settings import DataSettings, LossSettings, TranslationSettings, read_settings
 from lra_posenc.translation.translator import Translator, build_translator
 
 def translation_metrics(model: Seq2SeqTransformer, loss_settings: LossSettings, params: Params,
@@ -101,9 +98,9 @@ def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
 def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
   """The model `config` describes, on random source and target ids: `data.max_length` of each, from
   `data.tokenizer.vocab_size` (no tokenizer is trained, no text read)."""
-  translation = read_translator_settings(config)
+  translation = read_settings(config, reads_text=False)
   vocab_size, length = translation.data.tokenizer.vocab_size, translation.data.max_length
-  translator = build_translator(translation, None, (vocab_size, vocab_size))
+  translator = build_translator(translation.translator_settings, None, (vocab_size, vocab_size))
   model = translator.model
 
   def batch(examples: int, rng: np.random.Generator) -> Batch:
@@ -115,12 +112,13 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   counted = with_xla_attention(model)
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
-      task=benchmarking.synthetic_task(read_trainer_settings(config, 'translation', TASK_SECTIONS, TRAINING_KEYS),
-                                       init, functools.partial(translation_metrics, model, read_loss(config.loss)),
+      task=benchmarking.synthetic_task(translation.trainer, init,
+                                       functools.partial(translation_metrics, model, translation.loss),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example, example),
       tokens_per_example=2 * length,
+      dtype=model.config.dtype.name,
       translator=translator)
 
 

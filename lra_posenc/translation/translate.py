@@ -9,6 +9,7 @@ translations written at the end of training (WORKDIR/translations, and translati
 """
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from absl import flags
 
@@ -18,8 +19,8 @@ from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.translation import input_pipeline
-from lra_posenc.translation.settings import read_translator_settings
-from lra_posenc.translation.translator import build_translator
+from lra_posenc.translation.settings import DataSettings, read_translator_settings
+from lra_posenc.translation.translator import Translator, build_translator
 
 # The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
 # parameters of its last evaluations (`evaluation.average_last`), as training scored both.
@@ -35,14 +36,30 @@ def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]
   return average_parameters(params), steps
 
 
-def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
-                        beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
-  translation = read_translator_settings(read_task_config(workdir, 'translation'))
-  params, _ = checkpoint_params(workdir, checkpoint)
+class TrainedTranslator(NamedTuple):
+  """A workdir's translator as it trained it, the parameters of one of its CHECKPOINTS and their steps, and the
+  data settings it trained with."""
+  translator: Translator
+  params: Params
+  steps: list[int]
+  data: DataSettings
+
+
+def load_translator(workdir: str, checkpoint: str = 'best', *, reads_text: bool = False) -> TrainedTranslator:
+  """The workdir's translator and `checkpoint`'s parameters; with `reads_text` (a caller that reads the run's
+  text) its data settings are checked as for training."""
+  translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=reads_text)
+  params, steps = checkpoint_params(workdir, checkpoint)
   tokenizer = translation.data.tokenizer
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
-  translator = build_translator(translation, tokenizers).with_search(beam_size=beam_size, length_penalty=length_penalty)
-  return translator.translate(params, sentences)
+  return TrainedTranslator(build_translator(translation, tokenizers), params, steps, translation.data)
+
+
+def translate_sentences(workdir: str, sentences: Sequence[str], *, checkpoint: str = 'best',
+                        beam_size: int | None = None, length_penalty: float | None = None) -> list[str]:
+  trained = load_translator(workdir, checkpoint)
+  translator = trained.translator.with_search(beam_size=beam_size, length_penalty=length_penalty)
+  return translator.translate(trained.params, sentences)
 
 
 def main(argv: Sequence[str]) -> None:
