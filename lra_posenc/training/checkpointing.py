@@ -84,8 +84,8 @@ def _raise_if_other_structure(manager: ocp.CheckpointManager, step: int, templat
                      'new model needs a new --workdir; this one resumes only the model it holds')
   found = _listed(differing) if differing else 'on another process'
   raise ValueError(f'checkpoint at step {step} holds an optimizer state of another structure than this config builds '
-                   f'({found}): optimizer.grad_clip_norm went from 0 to above 0 or back. Resume with the value it was '
-                   'trained with, or start a new --workdir')
+                   f'({found}): optimizer.grad_clip_norm switched between 0 and above 0? Resume with the value it was trained '
+                   'with, or start a new --workdir')
 
 
 def _listed(differences: list[str]) -> str:
