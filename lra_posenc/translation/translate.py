@@ -50,8 +50,7 @@ def load_translator(workdir: str, checkpoint: str = 'best', *, reads_text: bool 
   text) its data settings are checked as for training."""
   translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=reads_text)
   params, steps = checkpoint_params(workdir, checkpoint)
-  tokenizer = translation.data.tokenizer
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, translation.data.tokenizer)
   return TrainedTranslator(build_translator(translation, tokenizers), params, steps, translation.data)
 
 
