@@ -24,7 +24,6 @@ from lra_posenc.training import distributed
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.training.workdir import CONFIG_FILE, read_json
 
-ITEMS = ('state', 'meta')  # 'meta' holds the record (the name older workdirs were written with).
 LATEST_DIR, BEST_DIR, EVALUATED_DIR = 'checkpoints', 'best', 'evaluated'
 
 
@@ -37,7 +36,10 @@ def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False
   options = ocp.CheckpointManagerOptions(
       max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
       multiprocessing_options=ocp.options.MultiprocessingOptions(**multiprocessing))
-  return ocp.CheckpointManager(directory, item_names=ITEMS, options=options)
+  # 'meta' holds the record (the name older workdirs were written with). Handlers named up front let a read
+  # of the state's metadata (shapes, no arrays) know how the state was written.
+  handlers = {'state': ocp.StandardCheckpointHandler(), 'meta': ocp.JsonCheckpointHandler()}
+  return ocp.CheckpointManager(directory, item_handlers=handlers, options=options)
 
 
 def _save(manager: ocp.CheckpointManager, step: int, state: Any, record: dict) -> None:
@@ -61,13 +63,13 @@ def _restore(manager: ocp.CheckpointManager, step: int, template: Any = None) ->
 
 
 def _raise_if_other_structure(manager: ocp.CheckpointManager, step: int, template: Any) -> None:
-  """Raises, on every process, if any process reads the state saved at `step` as saved and finds it built
-  otherwise than `template`: parameters of other shapes (a key outside `model` that sizes the model changed) or
-  an optimizer state of another structure. That is a healthy checkpoint of another run, not a damaged one to be
-  set aside."""
+  """Raises, on every process, if any process finds in the metadata of the state saved at `step` (no arrays
+  read) that it was built otherwise than `template`: parameters of other shapes (a key outside `model` that sizes
+  the model changed) or an optimizer state of another structure. That is a healthy checkpoint of another run,
+  not a damaged one to be set aside, and restoring it into `template` would fail."""
   try:
-    saved = _restore(manager, step)[0]
-  except Exception:  # Unreadable as saved too: damaged, which the caller handles.
+    saved = manager.item_metadata(step)['state'].tree
+  except Exception:  # Unreadable metadata: damaged, which restoring finds and the caller handles.
     saved = None
   differing = []
   if saved is not None:
@@ -93,15 +95,15 @@ def _listed(differences: list[str]) -> str:
 
 
 def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
-  """Each leaf's shape by its path of keys, indices and field names alike (a tuple read back as a list, a
-  named tuple as a dict of its fields, name the same leaves)."""
+  """Each leaf's shape (arrays and Orbax's array metadata alike) by its path of keys, indices and field names
+  alike (a tuple saved as a list, a named tuple as a dict of its fields, name the same leaves)."""
   def key_name(key: Any) -> str:
     for attribute in ('key', 'idx', 'name'):  # DictKey, SequenceKey, GetAttrKey.
       if hasattr(key, attribute):
         return str(getattr(key, attribute))
     return str(key)
 
-  return {'/'.join(map(key_name, path)): np.shape(leaf)
+  return {'/'.join(map(key_name, path)): tuple(leaf.shape) if hasattr(leaf, 'shape') else np.shape(leaf)
           for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
@@ -214,10 +216,10 @@ class Checkpoints:
         record = self._readable_everywhere(step, lambda: _restore_record(reader, step))
         if record is not None:
           check(step, record)
+          _raise_if_other_structure(reader, step, template)
           restored = self._readable_everywhere(step, lambda: _restore(reader, step, template))
           if restored is not None:
             return (step,) + restored, unreadable
-          _raise_if_other_structure(reader, step, template)
         unreadable.append(step)
     finally:
       reader.close()
