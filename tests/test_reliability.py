@@ -319,25 +319,21 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
 
 
 @pytest.mark.slow
-def test_resume_refuses_a_model_a_key_outside_model_sized_otherwise(tiny_data_dir, tmp_path):
+@pytest.mark.parametrize('edit, message', [
+    (lambda config: config.data.update(max_length=32),  # The learned table: data.max_length + 1 positions.
+     r'holds parameters of other shapes than this config builds \(.*\(25, 32\) -> \(33, 32\)\): a key outside '
+     '`model`'),
+    (lambda config: config.optimizer.update(grad_clip_norm=1.0),  # One more level in the optimizer state.
+     r'holds an optimizer state of another structure than this config builds.*optimizer\.grad_clip_norm'),
+], ids=['parameters', 'optimizer'])
+def test_resume_refuses_a_healthy_checkpoint_built_otherwise_and_sets_nothing_aside(tiny_data_dir, tmp_path, edit,
+                                                                                    message):
+  """A checkpoint this config cannot hold is another run's, to be refused by name, not taken for damaged files."""
   config = tiny_config(tiny_data_dir, num_train_steps=4)
-  config.model.pos_encoding = 'learned'  # A table of data.max_length + 1 positions ([CLS] counts).
+  config.model.pos_encoding = 'learned'
   run_listops(config, tmp_path, should_stop=lambda step: step == 2)
-  config.data.max_length = 32
-  with pytest.raises(ValueError, match=r'checkpoint at step 2 holds parameters of other shapes than this config '
-                                       r'builds \(.*\(25, 32\) -> \(33, 32\)\): a key outside `model`'):
-    run_listops(config, tmp_path)
-  assert os.listdir(tmp_path / 'checkpoints') == ['2'] and not os.path.exists(tmp_path / 'checkpoints.unreadable')
-
-
-def test_resume_refuses_an_optimizer_of_another_structure_and_sets_nothing_aside(tiny_data_dir, tmp_path):
-  """Switching gradient clipping on adds a level to the optimizer state: a healthy checkpoint that this
-  config cannot hold, to be refused by name, not taken for damaged files."""
-  config = tiny_config(tiny_data_dir, num_train_steps=4)
-  run_listops(config, tmp_path, should_stop=lambda step: step == 2)
-  config.optimizer.grad_clip_norm = 1.0
-  with pytest.raises(ValueError, match=r'checkpoint at step 2 holds an optimizer state of another structure than '
-                                       r'this config builds.*optimizer\.grad_clip_norm'):
+  edit(config)
+  with pytest.raises(ValueError, match='checkpoint at step 2 ' + message):
     run_listops(config, tmp_path)
   assert os.listdir(tmp_path / 'checkpoints') == ['2'] and not os.path.exists(tmp_path / 'checkpoints.unreadable')
 
