@@ -85,9 +85,9 @@ def _raise_if_other_structure(manager: ocp.CheckpointManager, step: int, templat
                      'a key outside `model` that sizes the model changed (data.max_length, data.num_classes?). A '
                      'new model needs a new --workdir; this one resumes only the model it holds')
   found = _listed(differing) if differing else 'on another process'
-  raise ValueError(f'checkpoint at step {step} holds an optimizer state of another structure than this config builds '
-                   f'({found}): optimizer.grad_clip_norm switched between 0 and above 0? Resume with the value it was trained '
-                   'with, or start a new --workdir')
+  raise ValueError(f'checkpoint at step {step} holds an optimizer state of another structure than this config '
+                   f'builds ({found}): optimizer.grad_clip_norm switched between 0 and above 0? Resume with the value '
+                   'it was trained with, or start a new --workdir')
 
 
 def _listed(differences: list[str]) -> str:
