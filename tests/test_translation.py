@@ -675,7 +675,8 @@ def test_bleu_selection_picks_the_checkpoint_with_the_best_greedy_validation_ble
   assert results['best_step'] == best['step'] and results['validation']['bleu'] == best['bleu']
   # The same score another way: the best checkpoint's greedy translations of the validation split, scored anew.
   saved, params, _ = restore_best(str(tmp_path))
-  tokenizers = input_pipeline.workdir_tokenizers(str(tmp_path), read_data(saved.data).tokenizer)
+  tokenizers = input_pipeline.workdir_tokenizers(str(tmp_path), joint=saved.data.tokenizer.joint,
+                                                 lowercase=saved.data.tokenizer.lowercase)
   validation = input_pipeline.read_split(toy_corpus, 'val', 'en', 'de')
   greedy = create_translator(saved, tokenizers).with_search(beam_size=1)
   assert bleu.sacrebleu_scores(greedy.translate(params, validation.sources), validation.targets)['bleu'] == (

@@ -12,7 +12,6 @@ import io
 import os
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import sentencepiece as spm
@@ -20,9 +19,6 @@ from absl import logging
 
 from lra_posenc.data.files import DataError, decode_line, read_lines, written_whole
 from lra_posenc.training.batches import ArrayDataset
-
-if TYPE_CHECKING:  # The settings module imports this one's ids.
-  from lra_posenc.translation.settings import TokenizerSettings
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -180,10 +176,10 @@ def tokenizer_directory(workdir: str) -> str:
   return os.path.join(workdir, 'tokenizer')
 
 
-def workdir_tokenizers(workdir: str, tokenizer: 'TokenizerSettings') -> Tokenizers:
+def workdir_tokenizers(workdir: str, *, joint: bool, lowercase: bool) -> Tokenizers:
   """The tokenizers a translation run saved in `workdir`, as its `data.tokenizer` says: one joint model or two,
   for lowercased text or not."""
-  return load_tokenizers(tokenizer_directory(workdir), joint=tokenizer.joint, lowercase=tokenizer.lowercase)
+  return load_tokenizers(tokenizer_directory(workdir), joint=joint, lowercase=lowercase)
 
 
 def encode_split(text: ParallelText, tokenizers: Tokenizers, *, split: str, max_length: int, train: bool

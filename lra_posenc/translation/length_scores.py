@@ -16,7 +16,8 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int = 
   The run's own test splits are scored: `num_samples` and `data_dir` (of the tasks that draw sets) are unused."""
   del num_samples, data_dir
   data = read_run_data(workdir)
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
+                                                 lowercase=data.tokenizer.lowercase)
   sources, hypotheses, references = [], [], []
   for split in data.test_splits:
     text = train.read_text(data, split)

@@ -134,7 +134,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
       model_type=data.tokenizer.model_type, character_coverage=data.tokenizer.character_coverage,
       lowercase=data.tokenizer.lowercase),
       f'training the tokenizer into {tokenizer_dir}')
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, data.tokenizer)
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=data.tokenizer.joint,
+                                                 lowercase=data.tokenizer.lowercase)
   corpus_sacrebleu = functools.partial(bleu.sacrebleu_scores, lowercase=data.tokenizer.lowercase)
   datasets = {}
   for name, text in texts.items():

@@ -50,7 +50,8 @@ def load_translator(workdir: str, checkpoint: str = 'best', *, reads_text: bool 
   text) its data settings are checked as for training."""
   translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=reads_text)
   params, steps = checkpoint_params(workdir, checkpoint)
-  tokenizers = input_pipeline.workdir_tokenizers(workdir, translation.data.tokenizer)
+  tokenizer = translation.data.tokenizer
+  tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
   return TrainedTranslator(build_translator(translation, tokenizers), params, steps, translation.data)
 
 
