@@ -27,13 +27,16 @@ from lra_posenc.training.checkpointing import Checkpoints
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-# LLVM's optimisation level for the code XLA:CPU generates. The tests' programs are tiny, so compiling
-# them, not running them, is most of the suite's time, and -O0 compiles faster (a one-layer ListOps
-# model's initialisation 7.8 s at the default, 2.8 s at 0; a two-layer translation train step 14 s,
-# 9 s; the suite 17 min 21 s, 13 min 11 s: RESULTS.md). Results then differ from the default's in
-# the last bits (about 1e-7 relative), so every run a test compares with another, in this process
-# or one it starts, is computed under the same flags.
-TEST_XLA_FLAGS = ('--xla_backend_optimization_level=0',)
+# XLA:CPU's compiler settings for the tests. Their programs are tiny, so compiling them, not running
+# them, is most of the suite's time:
+# - LLVM at -O0 (a one-layer ListOps model's initialisation 7.8 s at the default, 2.8 s at 0; a
+#   two-layer translation train step 14 s, 9 s; the suite 17 min 21 s, 13 min 11 s: 1a517b5);
+# - at -O0, the older loop emitters instead of the MLIR fusion emitters (a one-layer classifier's
+#   gradient compiles in 0.31-0.39 s instead of 0.99-1.14 s; the suite 12 min 18 s, 14 min 20 s).
+#   Not for real runs: at the default -O, `:tiny`'s train step took 250 s to compile instead of 41 s.
+# Results then differ from the default's in the last bits (about 1e-7 relative), so every run a test
+# compares with another, in this process or one it starts, is computed under the same flags.
+TEST_XLA_FLAGS = ('--xla_backend_optimization_level=0', '--xla_cpu_use_fusion_emitters=false')
 TEST_CACHE_VARIABLE = 'LRA_POSENC_TESTS_XLA_CACHE'  # The session's compilation cache, for its workers.
 
 
@@ -43,7 +46,7 @@ def pytest_configure(config):
   Before the first computation, so this process's backend starts with them: one compilation
   cache (tests compile the same small programs again and again: a run and its resumed twin,
   one config in several processes; a cache hit loads the executable XLA built for the
-  identical program, so results are unchanged) and TEST_XLA_FLAGS. The cache is the session's:
+  identical program, so results are unchanged) and the TEST_XLA_FLAGS this XLA knows. The cache is the session's:
   pytest-xdist's workers, started after this runs in the main process, inherit its directory
   from the environment, which the main process alone removes at the end.
   """
@@ -56,7 +59,25 @@ def pytest_configure(config):
   for name, value in settings.items():
     jax.config.update(name, value)
     os.environ[name.upper()] = str(value)
-  os.environ['XLA_FLAGS'] = distributed.with_xla_flags(os.environ, *TEST_XLA_FLAGS)['XLA_FLAGS']
+  set_flags = os.environ.get('XLA_FLAGS', '').split()  # pytest-xdist's workers inherit the known ones.
+  wanted = [flag for flag in TEST_XLA_FLAGS if flag not in set_flags]
+  known = known_xla_flags(wanted)
+  if unknown := [flag for flag in wanted if flag not in known]:
+    config.issue_config_time_warning(pytest.PytestConfigWarning(
+        f'this XLA does not know {" ".join(unknown)}: the tests compile without it, more slowly'), stacklevel=2)
+  os.environ['XLA_FLAGS'] = distributed.with_xla_flags(os.environ, *known)['XLA_FLAGS']
+
+
+def known_xla_flags(flags: list[str]) -> list[str]:
+  """`flags` less those this jaxlib's XLA does not know: it aborts any process given an unknown flag,
+  and XLA retires flags (the loop emitters are on their way out). One short process per flag."""
+  probe = [sys.executable, '-c', 'import jax; jax.numpy.zeros(1).block_until_ready()']
+  return [flag for flag in flags if subprocess.run(
+      probe, env=distributed.with_xla_flags(os.environ, flag), capture_output=True, check=False).returncode == 0]
+
+
+def pytest_report_header() -> str:
+  return f'XLA_FLAGS: {os.environ.get("XLA_FLAGS", "")} (tests/conftest.py: TEST_XLA_FLAGS this XLA knows)'
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, longer_than=2, shorter_than=24)
