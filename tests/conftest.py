@@ -32,8 +32,9 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 # - LLVM at -O0 (a one-layer ListOps model's initialisation 7.8 s at the default, 2.8 s at 0; a
 #   two-layer translation train step 14 s, 9 s; the suite 17 min 21 s, 13 min 11 s: 1a517b5);
 # - at -O0, the older loop emitters instead of the MLIR fusion emitters (a one-layer classifier's
-#   gradient compiles in 0.31-0.39 s instead of 0.99-1.14 s; the suite 12 min 18 s, 14 min 20 s).
-#   Not for real runs: at the default -O, `:tiny`'s train step took 250 s to compile instead of 41 s.
+#   gradient compiles in 0.29-0.40 s instead of 0.91-1.07 s). Not for real runs: at the default -O,
+#   `:tiny`'s train steps took 250 s to compile instead of 41 s, and ran no faster
+#   (results/performance/fusion_emitters_2026-11-29/).
 # Results then differ from the default's in the last bits (about 1e-7 relative), so every run a test
 # compares with another, in this process or one it starts, is computed under the same flags.
 TEST_XLA_FLAGS = ('--xla_backend_optimization_level=0', '--xla_cpu_use_fusion_emitters=false')
@@ -46,9 +47,9 @@ def pytest_configure(config):
   Before the first computation, so this process's backend starts with them: one compilation
   cache (tests compile the same small programs again and again: a run and its resumed twin,
   one config in several processes; a cache hit loads the executable XLA built for the
-  identical program, so results are unchanged) and the TEST_XLA_FLAGS this XLA knows. The cache is the session's:
-  pytest-xdist's workers, started after this runs in the main process, inherit its directory
-  from the environment, which the main process alone removes at the end.
+  identical program, so results are unchanged) and the TEST_XLA_FLAGS this XLA knows. The
+  cache is the session's: pytest-xdist's workers, started after this runs in the main process,
+  inherit its directory from the environment, which the main process alone removes at the end.
   """
   directory = os.environ.get(TEST_CACHE_VARIABLE)
   if not directory:
@@ -77,7 +78,9 @@ def known_xla_flags(flags: list[str]) -> list[str]:
 
 
 def pytest_report_header() -> str:
+  """The flags the tests' programs are compiled with, since results differ from the default's in the last bits."""
   return f'XLA_FLAGS: {os.environ.get("XLA_FLAGS", "")} (tests/conftest.py: TEST_XLA_FLAGS this XLA knows)'
+
 
 # Single-operator expressions: learnable by a one-layer model in a few hundred steps.
 TINY_GENERATOR = listops.GeneratorOptions(max_depth=2, max_args=5, longer_than=2, shorter_than=24)
