@@ -103,7 +103,7 @@ def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
         return str(getattr(key, attribute))
     return str(key)
 
-  return {'/'.join(map(key_name, path)): tuple(leaf.shape) if hasattr(leaf, 'shape') else np.shape(leaf)
+  return {'/'.join(map(key_name, path)): tuple(np.shape(leaf))  # np.shape reads a `.shape` where there is one.
           for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
