@@ -60,7 +60,9 @@ def pytest_configure(config):
   for name, value in settings.items():
     jax.config.update(name, value)
     os.environ[name.upper()] = str(value)
-  set_flags = os.environ.get('XLA_FLAGS', '').split()  # pytest-xdist's workers inherit the known ones.
+  if hasattr(config, 'workerinput'):
+    return  # A pytest-xdist worker: its XLA_FLAGS, inherited, already hold the flags the main process kept.
+  set_flags = os.environ.get('XLA_FLAGS', '').split()
   wanted = [flag for flag in TEST_XLA_FLAGS if flag not in set_flags]
   known = known_xla_flags(wanted)
   if unknown := [flag for flag in wanted if flag not in known]:
