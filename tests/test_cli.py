@@ -110,15 +110,17 @@ def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0:
 
 def test_a_second_run_finds_its_compiled_step_in_the_persistent_cache(tmp_path):
   """The cache is where --compilation_cache_dir says, the second run of one setting compiles from it (faster),
-  and each run reports its compile time in results.json; an empty flag writes no cache."""
-  cache = tmp_path / 'cache'
+  and each run reports its compile time in results.json; an empty flag writes no cache, not even where jax's
+  own variable names one."""
+  cache, variable_cache = tmp_path / 'cache', tmp_path / 'variable_cache'
   small = ['--config=configs/listops/lra.py:cpu', '--config.model.num_layers=1', '--config.training.num_train_steps=2',
            '--config.training.log_every_steps=1', '--config.evaluation.every_steps=2',
            '--config.checkpoint.every_steps=2', '--config.data.generator.num_train_samples=64',
            '--config.data.generator.num_valid_samples=32', '--config.data.generator.num_test_samples=32']
   compile_seconds = []
   for name, cache_flag in (('first', str(cache)), ('second', str(cache)), ('uncached', '')):
-    env = {'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0'}  # Every program, however quick to compile.
+    env = {'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',  # Every program, however quick to compile.
+           'JAX_COMPILATION_CACHE_DIR': str(variable_cache)}
     process = subprocess.run(TRAIN + [f'--workdir={tmp_path / name}', f'--compilation_cache_dir={cache_flag}', *small],
                              cwd=ROOT, env=os.environ | env | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'},
                              capture_output=True, text=True, timeout=300)
@@ -129,4 +131,5 @@ def test_a_second_run_finds_its_compiled_step_in_the_persistent_cache(tmp_path):
       cached = sorted(path.name for path in cache.rglob('*') if path.is_file())
       assert cached
   assert sorted(path.name for path in cache.rglob('*') if path.is_file()) == cached  # Nothing new to cache.
+  assert not any(path.is_file() for path in variable_cache.rglob('*'))
   assert compile_seconds[1] < compile_seconds[0] and compile_seconds[1] < compile_seconds[2]

@@ -30,8 +30,10 @@ def _machine_key() -> str:
 
 
 def enable(directory: str) -> None:
-  """Caches every compiled program that took a second or more under `directory`; '' leaves the cache off."""
+  """Caches every compiled program that took a second or more under `directory`; '' turns the cache off, even
+  where jax's JAX_COMPILATION_CACHE_DIR variable names one."""
   if not directory:
+    jax.config.update('jax_compilation_cache_dir', None)
     logging.info('persistent compilation cache: off')
     return
   os.makedirs(directory, exist_ok=True)
