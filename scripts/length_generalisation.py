@@ -55,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--by', choices=sorted(BREAKDOWNS), default='length',
                       help='Buckets of input length (beyond training), or (ListOps) nesting depths of the test split.')
   parser.add_argument('--bounds', help='Comma-separated increasing bucket edges, in tokens (words with --recorded; '
-                      'required to score by length).')
+                      'required to score by length): buckets [b_i, b_i+1); for translation one more, b_last and '
+                      'longer, so every test sentence from bounds[0] up is scored.')
   parser.add_argument('--num_samples', type=int, default=500, help='ListOps: expressions per bucket.')
   parser.add_argument('--report_dir', help='Where the tables and plot go (default: SWEEP_DIR/length_generalisation).')
   parser.add_argument('--paired_with', help="Another report's runs.csv (the same encodings and seeds trained "

@@ -215,6 +215,20 @@ def test_the_translation_report_lists_its_three_attention_calls(toy_corpus):
   assert 'even lengths; this call attends 23 queries to 23 keys' in paths['encoder self-attention'].reason
 
 
+def test_a_length_bucket_cudnn_cannot_train_is_reported_by_length(toy_corpus):
+  """The recorded paths are those of every training batch length, not of the longest alone."""
+  config = toy_config(toy_corpus)
+  config.model.update(dtype='bfloat16', attention_dropout_rate=0.0, pos_encoding='alibi')
+  model = create_translator(config, None, (64, 64)).model
+  even = translation_train.training_attention_paths(model, [12, 16, 16], device=fake_gpu())
+  assert even == attention_paths(model.config, model.attention_calls(16, 16), device=fake_gpu())
+  assert {path.implementation for path in even.values()} == {'cudnn'}
+  with_odd = translation_train.training_attention_paths(model, [12, 17], device=fake_gpu())
+  assert len(with_odd) == 6 and with_odd['cross-attention, 12 ids'].implementation == 'cudnn'
+  for call in ('encoder self-attention', 'decoder self-attention', 'cross-attention'):  # ALiBi's bias; padded keys.
+    assert 'even lengths; this call attends 17 queries to 17 keys' in with_odd[f'{call}, 17 ids'].reason
+
+
 def loss_and_gradients(metrics, init, batch):
   params = init(jax.random.key(0))
   loss = lambda p: metrics(p, batch, jax.random.key(1))['loss']

@@ -74,7 +74,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.validation_split = 'val'
   config.data.test_splits = MULTI30K_TEST_SPLITS  # The first one is the headline 'test' score.
   config.data.max_length = 64  # Training pairs with more ids (with EOS) on either side are dropped.
-  config.data.max_eval_source_length = 80  # Evaluation keeps every pair; longer sources are cut (and counted).
+  # Evaluation keeps every pair; ids beyond this on either side are cut (and counted in the log): teacher-forced
+  # scores see a cut target, BLEU the whole reference. Multi30k's evaluated splits have none to cut.
+  config.data.max_eval_source_length = 80
   config.data.length_buckets = (16, 24, 32, 48, 64)  # Training batches of similar lengths; () pads all to max_length.
   # lowercase=True: the tokenizer is trained on, and reads, lowercased text (as the shared task's
   # *.lc.norm.tok files); translations are then lowercase and sacreBLEU is scored lowercased.

@@ -135,22 +135,24 @@ def statistics_path(run_dir: str) -> str:
 
 
 def record_statistics(run_dir: str, checkpoint: str, split: str, hypotheses: Sequence[str],
-                      references: Sequence[str], data: DataSettings) -> None:
-  """Adds both BLEUs' sentence statistics of `checkpoint`'s translations of `split` to RUN_DIR/bleu_statistics.json.
+                      references: Sequence[str], data: DataSettings) -> dict[str, np.ndarray]:
+  """Adds both BLEUs' sentence statistics of `checkpoint`'s translations of `split` to RUN_DIR/bleu_statistics.json,
+  and returns them by BLEU name.
 
   The file is replaced whole (written beside it, then renamed), so an interrupted write leaves the old one, and
   under a lock, so that processes recording other splits or checkpoints at once keep each other's entries.
   """
-  entries = {}
+  statistics, entries = {}, {}
   for name, protocol in protocols(data).items():
-    statistics = protocol.sentence_statistics(hypotheses, references)
+    statistics[name] = protocol.sentence_statistics(hypotheses, references)
     entries[name] = {'score': protocol.score(hypotheses, references), 'signature': protocol.signature(),
-                     'statistics': statistics.tolist()}
+                     'statistics': statistics[name].tolist()}
   path = statistics_path(run_dir)
   with locked(path):
     content = read_json_if_present(path) or {'fields': list(STATISTICS_FIELDS), 'checkpoints': {}}
     content['checkpoints'].setdefault(checkpoint, {})[split] = entries
     write_json(path, content, sort_keys=False, compact=True)
+  return statistics
 
 
 def without_version(signature: str) -> str:

@@ -47,7 +47,8 @@ class TokenizerSettings:
 @dataclasses.dataclass(frozen=True)
 class DataSettings:
   """`config.data`: raw files in `data_dir` (SPLIT.LANG[.gz]) or a TFDS dataset, the splits, the longest
-  training pair and evaluated source (ids with EOS), and the length buckets of training batches (empty: none)."""
+  training pair and evaluated source (ids with EOS; an evaluated target is cut there too, for the teacher-forced
+  scores alone), and the length buckets of training batches (empty: none)."""
   data_dir: str
   tfds_name: str
   source_lang: str

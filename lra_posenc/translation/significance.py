@@ -50,7 +50,7 @@ def system_statistics(run_dir: str, checkpoint: str, split: str, data: DataSetti
                             f'{checkpoint} checkpoint on {split}')
   hypotheses = translation_train.read_translations(path, len(references()))
   if save:
-    bleu.record_statistics(run_dir, checkpoint, split, hypotheses, references(), data)
+    return bleu.record_statistics(run_dir, checkpoint, split, hypotheses, references(), data)
   return {name: protocol.sentence_statistics(hypotheses, references()) for name, protocol in protocols.items()}
 
 

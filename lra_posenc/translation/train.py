@@ -11,7 +11,8 @@ references to results.json and their sentence statistics to WORKDIR/bleu_statist
 """
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,9 @@ import numpy as np
 from absl import logging
 
 from lra_posenc import benchmarking
+from lra_posenc.data.files import written_whole
 from lra_posenc.models import flops
+from lra_posenc.models.attention import AttentionPath
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
@@ -87,6 +90,19 @@ def train_batch_shapes(dataset: ArrayDataset, settings: TranslationSettings
   if settings.data.length_buckets:
     return dataset.bucketed_train_batch_shapes(batch_size, **_bucketing(settings))
   return (dataset.train_batch_shape(batch_size),)
+
+
+def training_attention_paths(model: Seq2SeqTransformer, lengths: Sequence[int], device: Any = None
+                             ) -> dict[str, AttentionPath]:
+  """How each attention call computes over training batches of these `lengths` (ids, both sides): one path
+  per call where every length takes the same, else one per call and length (cuDNN trains with a bias or
+  key padding only at even lengths, so an odd length bucket can take XLA where the others take cuDNN)."""
+  by_length = {length: attention_paths(model.config, model.attention_calls(length, length), device)
+               for length in sorted(set(lengths))}
+  paths = list(by_length.values())
+  if all(named == paths[0] for named in paths):
+    return paths[0]
+  return {f'{name}, {length} ids': path for length, named in by_length.items() for name, path in named.items()}
 
 
 def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
@@ -167,7 +183,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     if distributed.is_primary():
       path = translations_path(workdir, split, data.target_lang, which)
       os.makedirs(os.path.dirname(path), exist_ok=True)
-      with open(path, 'w', encoding='utf-8') as f:
+      with written_whole(path, encoding='utf-8', newline='\n') as f:
         f.writelines(h + '\n' for h in translations)
       bleu.record_statistics(workdir, which, split, translations, texts[split].targets, data)
     scores = bleu.scores(translations, texts[split].targets, data)
@@ -180,17 +196,18 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     return {'bleu': corpus_sacrebleu(translations, texts['validation'].targets)['bleu']}
 
   example = jnp.zeros((1, data.max_length), jnp.int32)
+  batch_shapes = train_batch_shapes(datasets['train'], settings)
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, example, train=False)['params'],
       metrics=functools.partial(translation_metrics, model, settings.loss),
       train_batches=functools.partial(train_batches, datasets['train'], settings),
-      train_batch_shapes=train_batch_shapes(datasets['train'], settings),
+      train_batch_shapes=batch_shapes,
       eval_batches=lambda split: datasets[split].eval_batches(
           settings.trainer.evaluation.batch_size, lengths_key='lengths', sequence_keys=('inputs', 'targets')),
       score_validation=score_validation if settings.trainer.evaluation.selection_metric == 'bleu' else None,
       artifacts={'tokenizer': tokenizers.fingerprints},
       settings=settings.trainer,
-      attention_paths=attention_paths(model.config, model.attention_calls(data.max_length, data.max_length)),
+      attention_paths=training_attention_paths(model, [shape['inputs'].shape[-1] for shape in batch_shapes]),
       baselines={f'{split}_copy_source_bleu': corpus_sacrebleu(texts[split].sources, texts[split].targets)['bleu']
                  for split in data.test_splits},
       test_splits=data.test_splits,
