@@ -332,7 +332,8 @@ def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str
            f'variances. Bootstrap p: paired over the test sentences (1000 resamples, sacreBLEU\'s seed), each '
            f'side\'s seeds that recorded bleu_statistics.json pooled. p < 0.05 reads "significant at 5%", '
            f'anything else "not established" (uncorrected for the many comparisons). Ended: by patience '
-           f'(validation stopped improving) or at the step budget. Figure: '
+           f'(validation stopped improving) or at the step budget; {NOT_RECORDED}: the run predates the record of '
+           f'why it ended (read from a runs.csv, or a results.json without training_ended). Figure: '
            f'[{FIGURE_FILE}]({link_prefix}{FIGURE_FILE}).', '']
   lines += verdicts(tables) + ['']
   for number, (table, rows) in enumerate(tables, 1):
