@@ -3,6 +3,7 @@
 Faults are real: processes are killed with SIGKILL and SIGTERM, checkpoint files are
 damaged on disk, a NaN is injected into the loss.
 """
+import dataclasses
 import gzip
 import json
 import os
@@ -26,6 +27,7 @@ from lra_posenc.listops import input_pipeline, train
 from lra_posenc.training import checkpointing, steps, stop_signals, trainer
 from lra_posenc.training import workdir as workdir_files
 from lra_posenc.training.checkpointing import Checkpoints
+from lra_posenc.training.step_window import StepWindow
 from lra_posenc.training.task import Task
 from lra_posenc.translation import input_pipeline as translation_input
 
@@ -65,6 +67,20 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_p
     assert checkpoints.latest_step() == stopped
   config = tiny_config(tiny_data_dir, num_train_steps=stopped + 3)
   assert run_listops(config, tmp_path)['steps_this_run'] == 3
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_last_steps_stops_before_testing_and_the_rerun_only_tests(tiny_data_dir, tmp_path):
+  """A request after the last agreed read would otherwise be dropped, and the run test for minutes."""
+  config = tiny_config(tiny_data_dir, num_train_steps=12)
+  signal_at_step_11 = lambda step: step == 11 and os.kill(os.getpid(), signal.SIGTERM) is not None
+  stopped = run_listops(config, tmp_path, should_stop=signal_at_step_11)
+  assert stopped == {'status': 'stopped', 'step': 12, 'training_ended': {'reason': 'signal', 'step': 12}}
+  assert not (tmp_path / 'results.json').exists()
+  with Checkpoints(str(tmp_path), max_to_keep=2) as checkpoints:
+    assert checkpoints.latest_step() == 12
+  tested = run_listops(config, tmp_path)
+  assert tested['status'] == 'finished' and tested['steps_this_run'] == 0 and tested['step'] == 12
 
 
 @pytest.mark.slow
@@ -249,12 +265,31 @@ def test_non_finite_loss_stops_the_run_and_keeps_good_checkpoints(tiny_data_dir,
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(state['params']))
 
 
+def test_a_non_finite_step_before_any_checkpoint_says_none_is_kept():
+  window = StepWindow(0, {'first_non_finite': jnp.asarray([2], jnp.int32)})  # Third step of the window.
+  with pytest.raises(FloatingPointError, match=r'at step 3; stopped at step 5 without saving; no checkpoint was '
+                                               r'saved before it\. .* re-run to start again$'):
+    window.raise_if_non_finite(5, types.SimpleNamespace(latest_step=lambda: None))
+
+
 def test_a_json_write_cut_short_leaves_the_file_as_it_was(tmp_path):
   path = tmp_path / 'record.json'
   workdir_files.write_json(str(path), {'kept': 1})
   with pytest.raises(TypeError):  # json.dump fails halfway through writing.
     workdir_files.write_json(str(path), {'first': list(range(1000)), 'second': object()})
   assert json.loads(path.read_text()) == {'kept': 1} and os.listdir(tmp_path) == ['record.json']
+
+
+@pytest.mark.parametrize('umask', [0o022, 0o077, 0o002])
+def test_a_json_write_gets_the_permissions_a_plain_open_gives(tmp_path, umask):
+  previous = os.umask(umask)
+  try:
+    workdir_files.write_json(str(tmp_path / 'results.json'), {'score': 1})
+    (tmp_path / 'plain.json').write_text('{}')
+  finally:
+    os.umask(previous)
+  mode = lambda name: os.stat(tmp_path / name).st_mode & 0o777
+  assert mode('results.json') == mode('plain.json') == 0o666 & ~umask
 
 
 def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
@@ -295,8 +330,9 @@ def test_a_resume_counts_the_space_its_checkpoints_hold(tiny_data_dir, tmp_path,
 
 
 @pytest.mark.slow
-def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_data_dir, tmp_path):
+def test_resume_refuses_another_vocabulary_model_or_selection_metric_and_allows_more_steps(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=4)
+  config.evaluation.every_steps = 2  # The checkpoint at step 2 holds a best evaluation.
   run_listops(config, tmp_path, should_stop=lambda step: step == 2)
   with open(tmp_path / 'artifacts.json') as f:
     assert json.load(f)['vocab'][:3] == ['<pad>', '0', '1']
@@ -304,6 +340,11 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
   shuffled = task.artifacts | {'vocab': task.artifacts['vocab'][::-1]}
   with pytest.raises(ValueError, match='different vocabulary'):
     trainer.train_and_evaluate(str(tmp_path), Task(**vars(task) | {'artifacts': shuffled}))
+  by_loss = dataclasses.replace(task.settings, evaluation=dataclasses.replace(task.settings.evaluation,
+                                                                               selection_metric='loss'))
+  with pytest.raises(ValueError, match=r"chose its best evaluation \(step 2\) by validation accuracy, but "
+                                       r"evaluation.selection_metric='loss'"):
+    trainer.train_and_evaluate(str(tmp_path), Task(**vars(task) | {'settings': by_loss}))
   config.model.update(pos_encoding='legendre', num_layers=2)
   with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(1 -> 2\), "
                                        r"model.pos_encoding \('sinusoidal' -> 'legendre'\). A new model needs a "
@@ -316,6 +357,18 @@ def test_resume_refuses_another_vocabulary_or_model_and_allows_more_steps(tiny_d
   config.seed = 0
   config.training.num_train_steps = 6  # Training hyper-parameters may change.
   assert run_listops(config, tmp_path)['steps_this_run'] == 4
+
+
+@pytest.mark.slow
+def test_a_finished_run_trained_further_sets_its_results_aside_until_it_finishes_again(tiny_data_dir, tmp_path):
+  config = tiny_config(tiny_data_dir, num_train_steps=4)
+  first = run_listops(config, tmp_path)
+  finished = (tmp_path / 'results.json').read_text()
+  config.training.num_train_steps = 8
+  assert run_listops(config, tmp_path, should_stop=lambda step: step == 6)['status'] == 'stopped'
+  assert not (tmp_path / 'results.json').exists()  # A comparison reads a results.json as a finished run.
+  assert (tmp_path / 'results.step_4.json').read_text() == finished and first['step'] == 4
+  assert run_listops(config, tmp_path)['step'] == json.loads((tmp_path / 'results.json').read_text())['step'] == 8
 
 
 @pytest.mark.slow
@@ -464,6 +517,8 @@ def test_random_parallel_bytes_are_read_aligned_or_rejected_with_location(tmp_pa
     (lambda c: c.training.update(num_train_steps=-5), r'training.num_train_steps=-5 must be > 0'),
     (lambda c: c.training.update(batch_size=15), r'training.batch_size=15 is not divisible by the 4 devices'),
     (lambda c: c.evaluation.update(every_steps=0), 'evaluation.every_steps=0 must be > 0'),
+    (lambda c: c.update(seed=-1), r'seed=-1 must be >= 0 and < 4294967296'),
+    (lambda c: c.update(seed=2**32), r'seed=4294967296 must be >= 0 and < 4294967296'),
     (lambda c: c.optimizer.update(schedule='linear'), r"optimizer.schedule='linear' is not one of"),
     (lambda c: c.data.update(on_invalid='ignore'), r"data.on_invalid='ignore' is not one of"),
     (lambda c: c.model.pos_encoding_options.chebyshev.update(max_len=10),

@@ -30,8 +30,16 @@ def test_a_record_survives_its_json_as_a_checkpoint_saves_it():
 
 
 def test_a_checkpoint_of_another_model_or_vocabulary_is_refused_by_key():
-  check_resumable(FRESH, 10, FRESH.to_json())
+  check_resumable(FRESH, 'accuracy', 10, FRESH.to_json())
   with pytest.raises(ValueError, match=r"differing keys: model.num_layers \(3 -> 2\)"):
-    check_resumable(FRESH, 10, FRESH.to_json() | {'model': FRESH.model | {'num_layers': 3}})
+    check_resumable(FRESH, 'accuracy', 10, FRESH.to_json() | {'model': FRESH.model | {'num_layers': 3}})
   with pytest.raises(ValueError, match='different task artifacts'):
-    check_resumable(FRESH, 10, FRESH.to_json() | {'artifacts': {'vocabulary': ['b']}})
+    check_resumable(FRESH, 'accuracy', 10, FRESH.to_json() | {'artifacts': {'vocabulary': ['b']}})
+
+
+def test_a_checkpoint_whose_best_was_chosen_by_another_metric_is_refused_naming_both():
+  record = FRESH.after_evaluation(100, {'accuracy': 0.62, 'bleu': 21.5}, 'bleu')
+  check_resumable(FRESH, 'bleu', 100, record.to_json())
+  with pytest.raises(ValueError, match=r"best evaluation \(step 100\) by validation bleu, but "
+                                       r"evaluation.selection_metric='accuracy'"):
+    check_resumable(FRESH, 'accuracy', 100, record.to_json())

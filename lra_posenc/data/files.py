@@ -3,7 +3,7 @@ import contextlib
 import csv
 import gzip
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterator
 from typing import IO
 
@@ -17,13 +17,18 @@ class DataError(ValueError):
 
 @contextlib.contextmanager
 def written_whole(path: str, mode: str = 'w', **open_options) -> Iterator[IO]:
-  """A file to write `path`'s new content to, which replaces `path` only once the block ends without an error:
-  a reader never sees a half-written file, and concurrent writers never share a temporary file."""
+  """A file to write `path`'s new content to, which replaces `path` only once the block ends without an error
+  and the content is on disk: a reader never sees a half-written file, even after a host crash, and concurrent
+  writers never share a temporary file. The file gets the permissions `open` would give it (the umask's), not
+  the owner-only ones of `tempfile.mkstemp`."""
   directory, name = os.path.split(os.path.abspath(path))
-  descriptor, temporary = tempfile.mkstemp(prefix=f'.{name}.', suffix='.tmp', dir=directory)
+  temporary = os.path.join(directory, f'.{name}.{secrets.token_hex(8)}.tmp')
+  descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
   try:
     with os.fdopen(descriptor, mode, **open_options) as f:
       yield f
+      f.flush()
+      os.fsync(f.fileno())
     os.replace(temporary, path)
   except BaseException:
     os.remove(temporary)

@@ -2,9 +2,10 @@
 
 metrics.jsonl holds one JSON object per write ({"step", "prefix", scalars...}) so that
 sweeps and plots read training curves without a TensorBoard reader. A run resumed from a
-checkpoint at step S drops the records after S (the resumed run writes them again, with
-the same values: resume is exact) and the 'final' records, so a resumed run's history
-reads as an uninterrupted one's; TensorBoard is told likewise to purge steps after S.
+checkpoint at step S drops the records after S (the resumed run writes them again: resume
+is exact, though a first train record after an S between log steps averages the steps since
+S alone) and the 'final' records, so a resumed run's history reads as an uninterrupted one's;
+TensorBoard is told likewise to purge steps after S.
 `read_history` keeps the last record per (prefix, step).
 """
 import json

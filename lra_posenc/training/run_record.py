@@ -66,9 +66,10 @@ class RunRecord:
     return dataclasses.replace(self, runs=self.runs + (run,))
 
 
-def check_resumable(expected: RunRecord, step: int, saved: dict[str, Any]) -> None:
-  """Refuses a checkpoint's record made for another model, with other task artifacts (a vocabulary) or from
-  another seed (its dropout key would go on beside the new seed's batch order)."""
+def check_resumable(expected: RunRecord, selection_metric: str, step: int, saved: dict[str, Any]) -> None:
+  """Refuses a checkpoint's record made for another model, with other task artifacts (a vocabulary), from
+  another seed (its dropout key would go on beside the new seed's batch order), or whose best evaluation was
+  chosen by another metric than `selection_metric` (the next evaluations' scores would be compared with it)."""
   if saved['rng'] != expected.rng:
     raise ValueError(f'checkpoint at step {step} was trained with another config.seed (its dropout key differs); '
                      'a new seed needs a new --workdir, this one resumes only the seed it was started with')
@@ -82,3 +83,10 @@ def check_resumable(expected: RunRecord, step: int, saved: dict[str, Any]) -> No
                      + ', '.join(f'model.{k} ({saved_model.get(k)!r} -> {expected.model.get(k)!r})'
                                  for k in differing)
                      + '. A new model needs a new --workdir; this one resumes only the model it holds')
+  best = saved['best']
+  if best is not None and best['validation'].get(selection_metric) != best['score']:
+    chosen_by = next((name for name, score in best['validation'].items() if score == best['score']), 'another metric')
+    raise ValueError(f'checkpoint at step {step} chose its best evaluation (step {best["step"]}) by validation '
+                     f'{chosen_by}, but evaluation.selection_metric={selection_metric!r}: its scores would be '
+                     f'compared with that best; resume with evaluation.selection_metric={chosen_by!r}, or start a '
+                     'new --workdir')

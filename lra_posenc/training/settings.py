@@ -77,6 +77,9 @@ def read_trainer_settings(config: ml_collections.ConfigDict, task: str, task_sec
     section, name = key.split('.')
     check_range(key, config[section][name], at_least=0)
   check_positive(config.checkpoint, 'checkpoint', *CHECKPOINT_KEYS)
+  # jax.random.PRNGKey and NumPy's batch order read a seed modulo 2**32 or not at all: outside the range,
+  # two seeds would share a dropout key but not a batch order, or fail late without naming the key.
+  check_range('seed', config.seed, at_least=0, below=2**32)
   optimizer = optim.read_settings(config.optimizer)
   for path, size in (('training.batch_size', config.training.batch_size),
                      ('evaluation.batch_size', config.evaluation.batch_size)):

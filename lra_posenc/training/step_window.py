@@ -59,11 +59,13 @@ class StepWindow:
     """Stops the run at the first non-finite step, before anything is logged or saved after it."""
     first = int(host_copy(self.sums['first_non_finite']))
     if first >= 0:
+      latest = checkpoints.latest_step()
+      kept, rerun = ((f'the latest checkpoint (step {latest}) and the best one are kept', 'resume from it')
+                     if latest is not None else ('no checkpoint was saved before it', 'start again'))
       raise FloatingPointError(
           f'non-finite loss or gradients at step {self._step + first + 1}; stopped at step {step} without saving; '
-          f'the latest checkpoint (step {checkpoints.latest_step()}) and the best one are kept. Lower '
-          'optimizer.learning_rate, set optimizer.grad_clip_norm or check the data, then re-run to resume from '
-          'the latest checkpoint')
+          f'{kept}. Lower optimizer.learning_rate, set optimizer.grad_clip_norm or check the data, then re-run to '
+          f'{rerun}')
 
   def scores(self, step: int, num_steps: int, learning_rate: Callable, count_unit: str) -> dict[str, float]:
     """Averages per counted item, the last step's norms and learning rate, the items counted per step

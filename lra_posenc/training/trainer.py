@@ -46,7 +46,8 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
   at which step), and when finished the results also written to results.json, with every
   run's span and training time (`runs`); with `evaluation.average_last` N, the mean of the
   parameters of the last N evaluations is scored beside the best checkpoint ('averaged').
-  Re-running a finished workdir returns its results.json as it is, and writes nothing.
+  Re-running a finished workdir returns its results.json as it is; training it further (more steps or
+  patience) first sets that file aside, as results.step_STEP.json.
   """
   # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: workdir_files.prepare_workdir(workdir), f'writing to workdir {workdir!r}')
@@ -71,7 +72,8 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
                     evaluated_to_keep=settings.evaluation.average_last) as checkpoints,
         StopSignals() as signals, contextlib.ExitStack() as stack):
     # Restore.
-    restored = checkpoints.restore_newest_readable(state, check=functools.partial(check_resumable, record))
+    restored = checkpoints.restore_newest_readable(state, check=functools.partial(
+        check_resumable, record, settings.evaluation.selection_metric))
     if restored:
       state, record = restored[0], RunRecord.from_json(restored[1])
       logging.info('resumed from step %d', int(state.step))
@@ -84,7 +86,7 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
       return (workdir_files.read_json(results_path) if os.path.exists(results_path)
               else {'status': 'finished', 'step': step})
     distributed.on_primary(functools.partial(workdir_files.write_run_files, workdir, settings.config_record,
-                                             task.artifacts),
+                                             task.artifacts, step),
                            'writing config.json and artifacts.json')
     writer = stack.enter_context(MetricWriter(workdir, resume_step=step))
 
@@ -133,7 +135,13 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
         logging.warning('stopped at step %d; re-run the same command to resume', step)
         return {'status': 'stopped', 'step': step,
                 'training_ended': {'reason': 'signal' if signalled else 'stop_request', 'step': step}}
+    # A request too late for the agreed reads (the last steps) stops the run before its testing, which can
+    # take minutes that a preempted host does not have: the last step's checkpoint is saved, and a re-run tests.
+    signalled = bool(distributed.gather_flags(signals.requested()).any())
     signals.close()  # Nothing polls a request from here on: a signal acts as it would without the trainer.
+    if signalled:
+      logging.warning('stopped at step %d, as training ended, before testing; re-run the same command to test', step)
+      return {'status': 'stopped', 'step': step, 'training_ended': {'reason': 'signal', 'step': step}}
     runs = saved(record, step)['runs']
     ended = {'reason': 'patience' if record.out_of_patience(patience) else 'num_train_steps', 'step': step}
 

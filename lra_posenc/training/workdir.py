@@ -42,10 +42,17 @@ def check_free_space(workdir: str, state: Any, max_to_keep: int, evaluated_to_ke
                   f'{needed / 2**20:.1f} MiB more than the {held / 2**20:.1f} MiB its checkpoints hold')
 
 
-def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, Any]) -> None:
-  """What a workdir says about its run before training: the config and the task's artifacts."""
+def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, Any], step: int) -> None:
+  """What a workdir says about its run before training from `step`: the config and the task's artifacts.
+
+  A results.json there is a finished run's that now trains on (more steps, or more patience): it becomes
+  results.step_STEP.json, so that no results.json stands for a run still training, and none is lost.
+  """
   write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
   write_json(os.path.join(workdir, CONFIG_FILE), config)
+  results = os.path.join(workdir, RESULTS_FILE)
+  if os.path.exists(results):
+    os.replace(results, os.path.join(workdir, f'results.step_{step}.json'))
 
 
 def read_json(path: str) -> dict:
