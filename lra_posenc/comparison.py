@@ -2,6 +2,7 @@
 finished run, summaries over seeds, their table, notes and convergence plot (`scripts/sweep.py` runs it)."""
 import concurrent.futures
 import csv
+import json
 import multiprocessing
 import os
 import subprocess
@@ -14,12 +15,13 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
+from lra_posenc.data.files import written_whole
 from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant, save_line_plot
 from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.training import provenance
 from lra_posenc.training.cli import user_error_message
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.workdir import RESULTS_FILE, TRAIN_LOG, read_json_if_present, write_json
+from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json_if_present, write_json
 
 WALL_TIME_FILE = 'sweep_wall_time.json'
 LABEL_COLUMNS = ('variant', 'seed', 'device')  # A run's labels; every other column of a row is a figure.
@@ -85,6 +87,36 @@ def run_dir(output_dir: str, variant: Variant, seed: int) -> str:
   return os.path.join(output_dir, variant.directory, f'seed_{seed}')
 
 
+def check_finished_runs_match(config: str, output_dir: str, variants: Sequence[Variant], seeds: Sequence[int],
+                              settings: Sequence[tuple[str, str]] = ()) -> None:
+  """Raises ValueError naming the runs, and their differing keys, that finished (so a sweep keeps them) with
+  another config than the sweep now asks of them: a table would average both settings. Keys only one side has
+  (added to the code since the run) are not compared."""
+  differing = []
+  for variant in variants:
+    for seed in seeds:
+      workdir = run_dir(output_dir, variant, seed)
+      saved = read_json_if_present(os.path.join(workdir, CONFIG_FILE))
+      if saved is None or not os.path.exists(os.path.join(workdir, RESULTS_FILE)):
+        continue
+      wanted = run_config(config, [('seed', str(seed)), *settings, *variant.overrides]).to_dict()
+      saved, wanted = _flat_items(saved), _flat_items(json.loads(json.dumps(wanted)))
+      keys = [key for key in sorted(saved.keys() & wanted.keys()) if saved[key] != wanted[key]]
+      if keys:
+        differing.append(f'{workdir}: ' + ', '.join(f'{key}={saved[key]!r} (now {wanted[key]!r})' for key in keys))
+  if differing:
+    raise ValueError('finished runs were trained with other settings than this sweep asks; use another '
+                     '--output_dir, or the settings they had:\n  ' + '\n  '.join(differing))
+
+
+def _flat_items(tree: dict, prefix: str = '') -> dict[str, object]:
+  """A nested dict's leaves by dotted key."""
+  items = {}
+  for key, value in tree.items():
+    items |= _flat_items(value, f'{prefix}{key}.') if isinstance(value, dict) else {f'{prefix}{key}': value}
+  return items
+
+
 def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | None = None) -> int:
   """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
   os.makedirs(workdir, exist_ok=True)
@@ -94,12 +126,9 @@ def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | Non
   with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:
     log.write(f'$ {" ".join(command)}\n')
     log.flush()
-    training = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-      returncode = training.wait()
-    except KeyboardInterrupt:  # The run got the same Ctrl-C: let it save its checkpoint before the sweep ends.
-      training.wait()
-      raise
+    # In a worker thread: Ctrl-C reaches the main thread, whose pool waits for this run; the run, in the same
+    # process group, got it too and saves its checkpoint before it exits.
+    returncode = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env).wait()
   write_json(wall_time_path, {'seconds': record['seconds'] + time.perf_counter() - start,
                               'invocations': record['invocations'] + 1})
   return returncode
@@ -270,7 +299,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
     raise FileNotFoundError(f'{output_dir}: no finished runs to tabulate')
   columns = list(dict.fromkeys(column for row in rows for column in row))
   os.makedirs(report_dir, exist_ok=True)
-  with open(os.path.join(report_dir, 'runs.csv'), 'w', newline='') as f:
+  with written_whole(os.path.join(report_dir, 'runs.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
@@ -278,7 +307,7 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
   write_json(os.path.join(report_dir, 'summary.json'), summaries, sort_keys=False)
   table = summary_table(summaries, digits={'step': 0, 'minutes': 1, 'validation': 3, 'accuracy': 3, 'bleu': 2})
   table += budget_note(summaries) + unfinished_note(unfinished) + device_note(summaries)
-  with open(os.path.join(report_dir, 'summary.md'), 'w') as f:
+  with written_whole(os.path.join(report_dir, 'summary.md')) as f:
     f.write(table)
   plot_convergence(histories, task.validation_metric, task.validation_label,
                    os.path.join(report_dir, 'convergence.png'),

@@ -62,13 +62,13 @@ def mean_by_distance(matrix: np.ndarray) -> np.ndarray:
 def high_dimension_fraction(rows: np.ndarray, threshold: float = CORRELATION_THRESHOLD) -> float:
   """The largest fraction of trailing dimensions in which all position pairs correlate above `threshold`.
 
-  Dimensions are tried in steps of width/64 (at least 1); trailing blocks that are constant
-  across all positions count as correlated.
+  Blocks are tried from the last two dimensions outwards in steps of width/64 (at least 1), ending with
+  all of them; a block in which some row is constant stops the search, since its correlation is undefined.
   """
   width = rows.shape[1]
   step = max(1, width // 64)
   best = 0
-  for start in range(width - 2, -1, -step):
+  for start in range((width - 2) // step * step, -1, -step):
     block = rows[:, start:].astype(np.float64)
     centred = block - block.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(centred, axis=1)

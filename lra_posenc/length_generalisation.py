@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from lra_posenc import encodings
-from lra_posenc.data.files import read_csv_figures
+from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.sweeps import (CANNOT_EXTRAPOLATE, comparison_figure, length_table, mean_and_std, mean_std_cell,
-                               save_line_plot, spec_of_directory)
+                               save_line_plot, seed_of_run, spec_of_directory)
 from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.training.workdir import RESULTS_FILE, read_json, read_json_if_present, write_json
 
@@ -29,6 +29,7 @@ def finished_runs(sweep_dir: str) -> list[tuple[str, str]]:
     for seed_dir in sorted(os.listdir(variant_dir)):
       workdir = os.path.join(variant_dir, seed_dir)
       if os.path.exists(os.path.join(workdir, RESULTS_FILE)):
+        seed_of_run(workdir)  # A copied seed_0_old/ is not one more seed.
         runs.append((spec_of_directory(variant), workdir))
   if not runs:
     raise FileNotFoundError(f'{sweep_dir}: no finished runs (VARIANT/seed_S/results.json)')
@@ -200,14 +201,14 @@ def write_report(rows: Sequence[dict], buckets: Sequence[str], baseline: dict[st
   summary and its table."""
   summary = bucket_summaries(rows)
   os.makedirs(output_dir, exist_ok=True)
-  with open(os.path.join(output_dir, 'runs.csv'), 'w', newline='') as f:
+  with written_whole(os.path.join(output_dir, 'runs.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
   write_json(os.path.join(output_dir, 'summary.json'),
              {'buckets': list(buckets), 'variants': summary, 'majority_class': baseline or None}, sort_keys=False)
   table = length_table(summary, buckets, baseline or None, digits=digits)
-  with open(os.path.join(output_dir, 'summary.md'), 'w') as f:
+  with written_whole(os.path.join(output_dir, 'summary.md')) as f:
     f.write(table)
   return summary, table
 
@@ -223,6 +224,6 @@ def write_paired_report(rows: Sequence[dict], buckets: Sequence[str], paired_wit
   write_json(os.path.join(output_dir, 'paired.json'), {'paired_with': paired_with, 'variants': paired},
              sort_keys=False)
   table = paired_table(paired, buckets, paired_with, digits=digits)
-  with open(os.path.join(output_dir, 'paired.md'), 'w') as f:
+  with written_whole(os.path.join(output_dir, 'paired.md')) as f:
     f.write(table)
   return table

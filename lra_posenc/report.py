@@ -18,7 +18,7 @@ import numpy as np
 import scipy.stats
 
 from lra_posenc import comparison, length_generalisation, sweeps, tasks
-from lra_posenc.data.files import read_csv_figures
+from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.training.workdir import RESULTS_FILE, read_json
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_run_data
@@ -88,7 +88,7 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
             for row in read_csv_figures(path, lambda column: column not in comparison.LABEL_COLUMNS)]
   runs = []
   for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
-    seeds = sorted((_seed_of(os.path.join(path, directory, name)), os.path.join(path, directory, name))
+    seeds = sorted((sweeps.seed_of_run(os.path.join(path, directory, name)), os.path.join(path, directory, name))
                    for name in os.listdir(os.path.join(path, directory)) if name.startswith('seed_'))
     variant = sweeps.parse_variant(sweeps.spec_of_directory(directory)) if seeds else None
     for seed, run_dir in seeds:
@@ -102,14 +102,6 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
       reason = read_json(os.path.join(run_dir, RESULTS_FILE)).get('training_ended', {}).get('reason')
       runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir})
   return runs
-
-
-def _seed_of(run_dir: str) -> int:
-  """The seed a run folder seed_S names."""
-  seed = os.path.basename(run_dir).removeprefix('seed_')
-  if not seed.isdigit():
-    raise ValueError(f'{run_dir}: a run folder is named seed_S, S a whole number')
-  return int(seed)
 
 
 def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, list[int]]]:
@@ -160,17 +152,18 @@ def ended_cell(reasons: Sequence[str]) -> str:
 
 
 def _against_reference(table: dict, row: dict, reference: dict) -> dict:
-  """The row's difference of means from the reference and the Welch p over seeds (None with fewer than two
-  seeds on either side); both None for the reference itself."""
+  """The row's difference of means from the reference and the Welch p over seeds, or, where there is none, why
+  (`welch_missing`: one seed on a side, or no spread over seeds on either); all None for the reference itself."""
   if row is reference:
-    return {'delta': None, 'welch_p': None}
+    return {'delta': None, 'welch_p': None, 'welch_missing': None}
   metric = table['metric']
   values = [[v for v in side['stats'][metric]['values'] if v is not None] for side in (row, reference)]
-  welch_p = None
+  welch_p, missing = None, 'one seed'
   if min(len(v) for v in values) > 1:
     welch_p = float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue)
-  return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'],
-          'welch_p': welch_p if welch_p is None or np.isfinite(welch_p) else None}
+    welch_p, missing = (welch_p, None) if np.isfinite(welch_p) else (None, 'no spread over seeds')
+  return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'], 'welch_p': welch_p,
+          'welch_missing': missing}
 
 
 def _bootstrap(row: dict, pooled: tuple | None, reference: tuple | None) -> dict:
@@ -282,7 +275,7 @@ def _versus(table: dict, row: dict) -> str:
     return text + ', the reference itself'
   text += f", {row['delta']:+.{digits}f} against {table['reference']}, Welch p = {p_cell(row['welch_p'])}"
   if row['welch_p'] is None:
-    text += ' (one seed)'
+    text += f" ({row['welch_missing']})"
   if row.get('bootstrap_p') is not None:
     text += f", paired bootstrap p = {p_cell(row['bootstrap_p'])}"
   established = [test for test, p in (('Welch', row['welch_p']), ('bootstrap', row.get('bootstrap_p')))
@@ -373,10 +366,10 @@ def with_block(text: str, block: str) -> str:
   wrapped = f'{SUMMARY_START}\n{block}{SUMMARY_END}\n'
   if SUMMARY_START in text:
     before, _, rest = text.partition(SUMMARY_START)
-    _, found, after = rest.partition(SUMMARY_END + '\n')
+    _, found, after = rest.partition(SUMMARY_END)
     if not found:
       raise ValueError(f'{SUMMARY_START} without a following {SUMMARY_END} line')
-    return before + wrapped + after
+    return before + wrapped + after.removeprefix('\n')
   lines = text.splitlines(keepends=True)
   index = next((i for i, line in enumerate(lines) if line.startswith('# ')), None)
   if index is None:
@@ -454,17 +447,17 @@ def main(argv: Sequence[str] | None = None) -> None:
   args = parser.parse_args(argv)
   tables = summary_tables(args.results_dir, TABLES)
   summary = summary_markdown(tables, '')
-  with open(os.path.join(args.results_dir, SUMMARY_FILE), 'w') as f:
+  with written_whole(os.path.join(args.results_dir, SUMMARY_FILE)) as f:
     f.write(summary)
   plot(tables, os.path.join(args.results_dir, FIGURE_FILE))
-  with open(os.path.join(args.results_dir, INDEX_FILE), 'w') as f:
+  with written_whole(os.path.join(args.results_dir, INDEX_FILE)) as f:
     f.write(study_index(args.results_dir, index_documents(args.results_md)))
   if args.update_results_md:
     prefix = os.path.relpath(args.results_dir, os.path.dirname(os.path.abspath(args.results_md))) + '/'
     with open(args.results_md) as f:
-      text = f.read()
-    with open(args.results_md, 'w') as f:
-      f.write(with_block(text, summary_markdown(tables, prefix)))
+      updated = with_block(f.read(), summary_markdown(tables, prefix))
+    with written_whole(args.results_md) as f:  # Hand-written text around the block: never left half-written.
+      f.write(updated)
   print(summary, end='')
 
 

@@ -6,6 +6,7 @@ A variant is an encoding with optional config overrides, `legendre:grid=open:pos
 (a dotted key is any config key); its runs live in OUTPUT_DIR/VARIANT_DIRECTORY/seed_S.
 """
 import dataclasses
+import os
 import statistics
 from collections.abc import Sequence
 
@@ -43,6 +44,14 @@ def spec_of_directory(directory: str) -> str:
   """Inverts `Variant.directory` (keys hold no '-', so the first '-' of each override separates its value)."""
   name, *pairs = directory.split('__')
   return ':'.join([name] + [pair.replace('-', '=', 1) for pair in pairs])
+
+
+def seed_of_run(run_dir: str) -> int:
+  """The seed a sweep's run folder, VARIANT/seed_S, names; a ValueError for a folder named otherwise."""
+  seed = os.path.basename(run_dir).removeprefix('seed_')
+  if not seed.isdigit():
+    raise ValueError(f'{run_dir}: a run folder is named seed_S, S a whole number')
+  return int(seed)
 
 
 def parse_override(text: str) -> tuple[str, str]:

@@ -44,6 +44,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from lra_posenc import benchmarking, encodings
+from lra_posenc.data.files import written_whole
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import cli, distributed, provenance
 from lra_posenc.validation import check_choice, comma_separated
@@ -224,8 +225,17 @@ def _reference(names: list[str]) -> str:
   return FLAGS.reference or names[0]
 
 
+MODES = ('device_counts', 'memory_grid', 'profile_ops', 'pipeline')  # Else: the throughput table.
+
+
 def main(argv: list[str]) -> None:
   del argv
+  modes = [mode for mode in MODES if FLAGS[mode].value]
+  if len(modes) > 1:
+    raise app.UsageError(f'--{" and --".join(modes)}: one mode at a time')
+  if FLAGS.encodings and modes and modes != ['device_counts']:
+    raise app.UsageError(f'--{modes[0]} measures the config\'s own encoding: set --config.model.pos_encoding, '
+                         'not --encodings')
   config = FLAGS.config
   device = jax.local_devices()[0]
   results = {'task': FLAGS.task, 'device_kind': device.device_kind, 'platform': device.platform,
@@ -254,7 +264,7 @@ def main(argv: list[str]) -> None:
     results |= throughput(config, names, _reference(names))
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    with open(FLAGS.out, 'w') as f:
+    with written_whole(FLAGS.out) as f:
       json.dump(results, f, indent=2)
 
 

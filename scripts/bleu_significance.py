@@ -29,6 +29,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
+from lra_posenc.data.files import written_whole
 from lra_posenc.translation import bleu
 from lra_posenc.translation.significance import compare, markdown
 
@@ -47,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   args = parser.parse_args(argv)
   report = compare(args.systems, args.data_dir, args.test, args.samples, args.save_statistics)
   if args.output:
-    with open(args.output, 'w') as f:
+    with written_whole(args.output) as f:
       json.dump(report, f, indent=2)
   print(markdown(report))
 

@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from lra_posenc.data.files import written_whole
 from lra_posenc.training.checkpointing import read_task_config
 from lra_posenc.translation.decoding_grid import decoding_grid, markdown_table
 from lra_posenc.translation.translate import CHECKPOINTS
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   grid = decoding_grid(args.workdir, split, beam_sizes, length_penalties, args.checkpoint)
   output = args.output or os.path.join(args.workdir, 'decoding_grid', f'{args.checkpoint}_{split}.json')
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, 'w') as f:
+  with written_whole(output) as f:
     json.dump(grid, f, indent=1)
   print(f'{split}, {args.checkpoint} checkpoint (steps {grid["steps"]}), tokenized BLEU / sacreBLEU:')
   print(markdown_table(grid))

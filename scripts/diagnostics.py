@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 
 from lra_posenc import encodings
+from lra_posenc.data.files import written_whole
 from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.checkpointing import restore_best
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       parser.error('--expression needs --workdir (a trained ListOps run)')
     summary['attention'] = listops_attention(args.workdir, args.expression,
                                              os.path.join(args.output_dir, f'attention_{names[0]}.png'))
-  with open(os.path.join(args.output_dir, 'summary.json'), 'w') as f:
+  with written_whole(os.path.join(args.output_dir, 'summary.json')) as f:
     json.dump(summary, f, indent=1)
 
 

@@ -13,30 +13,47 @@ import sys
 import urllib.request
 from collections.abc import Sequence
 
+from lra_posenc.data.files import written_whole
+
 BASE_URL = 'https://github.com/multi30k/dataset/raw/master/data/task1/raw'
 SPLIT_SIZES = {'train': 29000, 'val': 1014, 'test_2016_flickr': 1000, 'test_2017_flickr': 1000,
                'test_2017_mscoco': 461, 'test_2018_flickr': 1071}
 LANGUAGES = ('en', 'de', 'fr')
+DOWNLOAD_TIMEOUT_SECONDS = 120  # Per file: a stalled connection fails instead of hanging.
 
 
 def download(output_dir: str, *, base_url: str = BASE_URL, languages: Sequence[str] = LANGUAGES) -> list[str]:
-  """Fetches missing files into `output_dir`; returns the paths fetched. Raises on a wrong line count."""
+  """Fetches missing files into `output_dir`; returns the paths fetched. Raises on a wrong line count, before a
+  fetched file is written: a bad download (an error page, a cut transfer) is never kept for the next run."""
   os.makedirs(output_dir, exist_ok=True)
   fetched = []
   for split, size in SPLIT_SIZES.items():
     for lang in languages:
       name = f'{split}.{lang}.gz'
       path = os.path.join(output_dir, name)
-      if not os.path.exists(path):
-        with urllib.request.urlopen(f'{base_url}/{name}') as response, open(path + '.tmp', 'wb') as f:
-          f.write(response.read())
-        os.replace(path + '.tmp', path)
-        fetched.append(path)
-      with gzip.open(path, 'rt', encoding='utf-8') as f:
-        lines = sum(1 for _ in f)
-      if lines != size:
-        raise ValueError(f'{path}: {lines} lines, but the Multi30k release has {size}')
+      if os.path.exists(path):
+        with open(path, 'rb') as f:
+          check_line_count(path, f.read(), size)
+        continue
+      url = f'{base_url}/{name}'
+      with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+        content = response.read()
+      check_line_count(url, content, size)
+      with written_whole(path, 'wb') as f:
+        f.write(content)
+      fetched.append(path)
   return fetched
+
+
+def check_line_count(where: str, content: bytes, size: int) -> None:
+  """Raises ValueError unless `content` is gzip-compressed UTF-8 text of `size` lines."""
+  try:
+    text = gzip.decompress(content).decode('utf-8')
+  except (OSError, EOFError, UnicodeDecodeError) as error:
+    raise ValueError(f'{where}: not gzip-compressed UTF-8 text ({error})') from None
+  lines = text.count('\n') + (bool(text) and not text.endswith('\n'))
+  if lines != size:
+    raise ValueError(f'{where}: {lines} lines, but the Multi30k release has {size}')
 
 
 def main(argv: list[str] | None = None) -> None:

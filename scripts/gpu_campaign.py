@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 
 from lra_posenc.config_files import load_config
-from lra_posenc.data.files import DataError
+from lra_posenc.data.files import DataError, written_whole
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
 from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json, read_json_if_present, write_json
@@ -152,12 +152,13 @@ class Campaign:
           tar.add(os.path.join(self.work, folder), arcname=folder,
                   filter=functools.partial(_returned, run_names=set(self.summary['runs'])))
       if os.path.getsize(path + '.tmp') > MAX_FILE_BYTES:
-        self.summary['left_out'].append(f'{archive}: {os.path.getsize(path + ".tmp")} bytes')
+        kept = ', its last smaller version kept' if os.path.exists(path) else ''
+        self.summary['left_out'].append(f'{archive}: {os.path.getsize(path + ".tmp")} bytes{kept}')
         os.remove(path + '.tmp')
       else:
         os.replace(path + '.tmp', path)
     write_json(os.path.join(self.out, 'summary.json'), self.summary, sort_keys=False)
-    with open(os.path.join(self.out, 'summary.md'), 'w') as f:
+    with written_whole(os.path.join(self.out, 'summary.md')) as f:
       f.write(markdown(self.summary))
 
 
@@ -257,45 +258,53 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
   running: dict[str, tuple[subprocess.Popen, float]] = {}
   signalled: set[str] = set()
   env = os.environ | {'XLA_PYTHON_CLIENT_MEM_FRACTION': f'{0.9 / parallel:.2f}', 'PYTHONUNBUFFERED': '1'}
-  while pending or running:
-    if pending and len(running) < parallel and campaign.seconds_left() >= least_seconds:
-      run = pending.pop(0)
-      workdir = os.path.join(campaign.work, 'runs', run.name)
-      os.makedirs(workdir, exist_ok=True)
-      if run.task == 'listops' and generating.wait() != 0:
-        raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
-      data_dir = listops_data if run.task == 'listops' else multi30k
-      command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}', *run.flags,
-                 f'--config.data.data_dir={data_dir}',
-                 f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
-      print(f'[{run.name}] {shlex.join(command)}', flush=True)
-      with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:  # A resumed run's log goes on.
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env | dict(run.env))
-      running[run.name] = (process, time.perf_counter())
-      campaign.summary['runs'][run.name] = {'command': command, 'env': dict(run.env), 'status': 'running',
-                                            'beside': len(running) - 1}
-      continue
-    if not running and campaign.seconds_left() < least_seconds:
-      break
-    time.sleep(1)
-    if campaign.seconds_left() < grace_seconds:
-      for name, (process, _) in running.items():
-        if name not in signalled:  # Once: a second SIGTERM would kill a run that is saving, or exiting.
-          process.send_signal(signal.SIGTERM)
-          signalled.add(name)
-    for name, (process, start) in list(running.items()):
-      returncode = process.poll()
-      if returncode is None and campaign.seconds_left() < 0:
-        process.kill()
-        returncode = process.wait()
-      if returncode is not None:
-        del running[name]
-        campaign.summary['runs'][name] |= {'status': exit_status(returncode),
-                                           'seconds': time.perf_counter() - start} | run_figures(
-            os.path.join(campaign.work, 'runs', name))
-        print(f'[{name}] {campaign.summary["runs"][name]["status"]} in '
-              f'{campaign.summary["runs"][name]["seconds"]:.0f} s', flush=True)
-        campaign.pack()
+  try:
+    while pending or running:
+      # A ListOps run waits for its data without blocking this loop, which signals and kills at the deadline.
+      ready = bool(pending) and (pending[0].task != 'listops' or generating.poll() is not None)
+      if ready and len(running) < parallel and campaign.seconds_left() >= least_seconds:
+        run = pending.pop(0)
+        if run.task == 'listops' and generating.returncode != 0:
+          raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
+        workdir = os.path.join(campaign.work, 'runs', run.name)
+        os.makedirs(workdir, exist_ok=True)
+        data_dir = listops_data if run.task == 'listops' else multi30k
+        command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}', *run.flags,
+                   f'--config.data.data_dir={data_dir}',
+                   f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
+        print(f'[{run.name}] {shlex.join(command)}', flush=True)
+        with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:  # A resumed run's log goes on.
+          process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env | dict(run.env))
+        running[run.name] = (process, time.perf_counter())
+        campaign.summary['runs'][run.name] = {'command': command, 'env': dict(run.env), 'status': 'running',
+                                              'beside': len(running) - 1}
+        continue
+      if not running and campaign.seconds_left() < least_seconds:
+        break
+      time.sleep(1)
+      if campaign.seconds_left() < grace_seconds:
+        for name, (process, _) in running.items():
+          if name not in signalled:  # Once: a second SIGTERM would kill a run that is saving, or exiting.
+            process.send_signal(signal.SIGTERM)
+            signalled.add(name)
+      for name, (process, start) in list(running.items()):
+        returncode = process.poll()
+        killed = returncode is None and campaign.seconds_left() < 0
+        if killed:
+          process.kill()
+          returncode = process.wait()
+        if returncode is not None:
+          del running[name]
+          campaign.summary['runs'][name] |= {'status': 'killed at the deadline' if killed else exit_status(returncode),
+                                             'seconds': time.perf_counter() - start} | run_figures(
+              os.path.join(campaign.work, 'runs', name))
+          print(f'[{name}] {campaign.summary["runs"][name]["status"]} in '
+                f'{campaign.summary["runs"][name]["seconds"]:.0f} s', flush=True)
+          campaign.pack()
+  finally:  # An error here must not leave trainings holding the device.
+    for process, _ in running.values():
+      process.kill()
+      process.wait()
   campaign.summary['not_started'] = [run.name for run in pending]
 
 

@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from lra_posenc.data.files import written_whole
 from lra_posenc.sweeps import length_table, merge_length_summaries
 
 
@@ -35,9 +36,9 @@ def main(argv: Sequence[str] | None = None) -> None:
   table += '\nCells from:\n' + ''.join(f"- {variant}: {', '.join(names)}\n"
                                        for variant, names in merged['sources'].items())
   os.makedirs(args.report_dir, exist_ok=True)
-  with open(os.path.join(args.report_dir, 'summary.json'), 'w') as f:
+  with written_whole(os.path.join(args.report_dir, 'summary.json')) as f:
     json.dump(merged, f, indent=2)
-  with open(os.path.join(args.report_dir, 'summary.md'), 'w') as f:
+  with written_whole(os.path.join(args.report_dir, 'summary.md')) as f:
     f.write(table)
   print(table, end='')
 

@@ -33,6 +33,7 @@ import optax
 
 from lra_posenc import benchmarking
 from lra_posenc.config_files import load_config
+from lra_posenc.data.files import written_whole
 from lra_posenc.models.transformer import DTYPES
 from lra_posenc.training import provenance
 from lra_posenc.translation import train as translation_train
@@ -155,7 +156,7 @@ def main() -> None:
         f"ratio ours/peer {figures['ratio_ours_to_peer']:.3f}; "
         f"float32 matmul {figures['matmul_gflops_per_second']:.0f} GFLOP/s")
   if args.output:
-    with open(args.output, 'w') as f:
+    with written_whole(args.output) as f:
       json.dump(figures, f, indent=2)
 
 

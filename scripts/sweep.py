@@ -35,7 +35,7 @@ import sys
 from collections.abc import Sequence
 
 from lra_posenc import encodings
-from lra_posenc.comparison import check_run_configs, tabulate, train_all
+from lra_posenc.comparison import check_finished_runs_match, check_run_configs, tabulate, train_all
 from lra_posenc.sweeps import parse_override, parse_variant
 from lra_posenc.tasks import TASKS
 from lra_posenc.validation import comma_separated
@@ -78,11 +78,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     seeds = comma_separated('--seeds', args.seeds, int)
   except ValueError as error:
     parser.error(str(error))
+  # One run per variant and seed: a repeat would be counted twice in the tables, or trained twice in one workdir.
+  for flag, names in (('--variants', [variant.directory for variant in variants]), ('--seeds', seeds)):
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+      parser.error(f'{flag} names {", ".join(map(str, repeated))} more than once')
+  if any(key == 'seed' for key, _ in args.settings):
+    parser.error('seed is set per run by --seeds, not by --set or --config.seed')
   if args.jobs < 1:
     parser.error(f'--jobs={args.jobs}: at least 1')
   if not args.tabulate_only:
     try:
       check_run_configs(args.task, args.config, variants, args.settings)
+      check_finished_runs_match(args.config, args.output_dir, variants, seeds, args.settings)
     except ValueError as error:
       parser.error(str(error))
   failed = [] if args.tabulate_only else train_all(task, args.config, args.output_dir, variants, seeds,

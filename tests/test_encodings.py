@@ -540,5 +540,6 @@ def test_randomized_positions_draw_per_key_and_equal_plain_ones_when_every_posit
   assert not np.allclose(forward(randomized, jax.random.PRNGKey(3)), first, atol=1e-4)
   evaluate = lambda: randomized.apply({'params': params}, tokens, train=False)
   np.testing.assert_array_equal(evaluate(), evaluate())  # One fixed draw in evaluation.
-  with pytest.raises(ValueError, match='model.randomized_positions=500 cannot place an input of 601 positions'):
+  with pytest.raises(encodings.CannotExtrapolate, match='model.randomized_positions=500 cannot place an input of 601 '
+                                                        'positions'):
     randomized.apply({'params': params}, jnp.ones((1, 600), jnp.int32), train=False)

@@ -1,5 +1,6 @@
 """The comparison study's tools: sweeps, length generalisation, diagnostics, replication options."""
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -252,7 +253,10 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
     (['--variants=rope,t5:max_distance=0'], r"variant 't5:max_distance=0': .*max_distance"),
     # A shared setting's error names no variant: it is every run's.
     (['--variants=rope', '--set=training.num_train_steps=0'], r"error: training.num_train_steps=0 must be > 0"),
-    (['--variants=rope', '--config.model.emb_dim=x'], r"error: flag --config.model.emb_dim=x: invalid literal")])
+    (['--variants=rope', '--config.model.emb_dim=x'], r"error: flag --config.model.emb_dim=x: invalid literal"),
+    (['--variants=rope,none,rope'], r'error: --variants names rope more than once'),
+    (['--variants=rope', '--seeds=0,1,0'], r'error: --seeds names 0 more than once'),
+    (['--variants=rope', '--config.seed=5'], r'error: seed is set per run by --seeds')])
 def test_a_sweep_with_a_bad_config_fails_before_training_any_run(arguments, error, tmp_path, capsys):
   with pytest.raises(SystemExit) as exit_status:
     sweep.main(['--task=listops', '--config=configs/listops/lra.py:sweep', f'--output_dir={tmp_path}', *arguments])
@@ -298,6 +302,19 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_f
   sweep.main(arguments)
   assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith('training ')]
   assert os.path.getmtime(os.path.join(output_dir, 'none', 'seed_0', 'results.json')) == before
+  # Asking the finished runs for other settings is an error: a table would average the two.
+  with pytest.raises(SystemExit) as exit_status:
+    sweep.main(arguments + ['--set=training.num_train_steps=16'])
+  assert exit_status.value.code == 2
+  assert re.search(r'none/seed_0: training.num_train_steps=12 \(now 16\)', capsys.readouterr().err)
+
+
+def test_a_run_folder_not_named_seed_s_is_an_error_not_one_more_seed(tmp_path):
+  for folder in ('seed_0', 'seed_0_old'):
+    os.makedirs(tmp_path / 'rope' / folder)
+    write_json(str(tmp_path / 'rope' / folder / 'results.json'), {})
+  with pytest.raises(ValueError, match=r'rope/seed_0_old: a run folder is named seed_S'):
+    length_generalisation.finished_runs(str(tmp_path))
 
 
 @pytest.mark.slow
@@ -435,6 +452,15 @@ def test_generator_refuses_a_length_window_no_tree_reaches():
   listops.GeneratorOptions(max_depth=3, max_args=4, longer_than=25, shorter_than=40)
 
 
+def test_generator_gives_up_on_a_window_between_the_lengths_its_trees_reach(monkeypatch):
+  """Depth 3 with two arguments reaches 1, 4, 7 and 10 tokens: a window of 8 and 9 is an error, not a hang."""
+  monkeypatch.setattr(listops, 'MAX_DRAWS_OUTSIDE_THE_WINDOW', 2000)
+  gap = listops.GeneratorOptions(max_depth=3, max_args=2, longer_than=7, shorter_than=10)
+  with pytest.raises(ValueError, match=r'2000 draws in a row fell outside 7 < length < 10, 1 expressions short'):
+    listops.generate(1, gap, random.Random(0))
+  assert len(listops.generate(3, dataclasses.replace(gap, longer_than=6), random.Random(0))) == 3  # 7 and 10.
+
+
 def test_generator_refuses_more_expressions_than_its_options_allow():
   """Depth 1 allows only the ten single values: ten are drawn, an eleventh is an error, not an endless loop."""
   values_only = listops.GeneratorOptions(max_depth=1, longer_than=0, shorter_than=2)
@@ -517,6 +543,8 @@ def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
   sinusoidal = sinusoidal_table(64, 64)
   assert encoding_diagnostics.high_dimension_fraction(sinusoidal) > 0.2
   assert encoding_diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
+  for width in (128, 256, 200):  # Identical rows correlate in every block, the whole width included.
+    assert encoding_diagnostics.high_dimension_fraction(np.tile(np.sin(np.arange(width)), (8, 1))) == 1.0
   legendre = legendre_table(64, 64)
   assert encoding_diagnostics.high_dimension_fraction(legendre) == 0.0
 

@@ -521,10 +521,14 @@ def test_random_parallel_bytes_are_read_aligned_or_rejected_with_location(tmp_pa
     (lambda c: c.update(seed=2**32), r'seed=4294967296 must be >= 0 and < 4294967296'),
     (lambda c: c.optimizer.update(schedule='linear'), r"optimizer.schedule='linear' is not one of"),
     (lambda c: c.data.update(on_invalid='ignore'), r"data.on_invalid='ignore' is not one of"),
+    (lambda c: c.data.update(data_dir='', max_length=20),
+     r'data.generator.shorter_than=64 would write expressions of up to 63 tokens, more than data.max_length=20'),
     (lambda c: c.model.pos_encoding_options.chebyshev.update(max_len=10),
      'chebyshev.max_len is set but'),
     (lambda c: c.model.update(pos_encoding='chebyshev') or c.model.pos_encoding_options.chebyshev.update(max_len=10),
      'chebyshev.max_len=10 is shorter than'),
+    (lambda c: c.model.update(pos_encoding='chebyshev') or c.model.pos_encoding_options.chebyshev.update(
+        position_offset=2), r'chebyshev.position_offset=2 needs chebyshev.max_len >= 27: with max_len 0'),
 ])
 def test_invalid_configs_fail_before_training(tiny_data_dir, tmp_path, monkeypatch, edit, message):
   monkeypatch.setattr(jax, 'device_count', lambda: 4)  # As with four devices.

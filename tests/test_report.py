@@ -130,6 +130,14 @@ def test_rows_give_mean_std_rank_ending_and_welch_against_the_reference(listops_
   assert rows['alibi']['ended'] == '1 budget'
 
 
+def test_a_missing_welch_p_says_whether_a_side_has_one_seed_or_no_spread():
+  side = lambda values: {'stats': {'test accuracy': {'values': values, 'mean': float(np.mean(values))}}}
+  reference = side([0.5, 0.5])
+  assert report._against_reference(LISTOPS_TABLE, side([0.5]), reference)['welch_missing'] == 'one seed'
+  flat = report._against_reference(LISTOPS_TABLE, side([0.5, 0.5]), reference)  # t = 0 / 0.
+  assert flat == {'delta': 0.0, 'welch_p': None, 'welch_missing': 'no spread over seeds'}
+
+
 def test_table_and_verdicts_state_the_figures(listops_tree):
   table = report.markdown_table(1, LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree)[0], 'results/')
   assert table[0].startswith('#### 1. Toy ListOps: toy setting') and '[toy/runs](results/toy/runs)' in table[0]
@@ -221,6 +229,8 @@ def test_results_md_block_is_inserted_once_then_replaced():
   assert inserted == ('# Results\n\nThe intro,\non two lines.\n\n<!-- summary:start -->\nfirst\n'
                       '<!-- summary:end -->\n\nMore.\n\n## A study\n')
   assert report.with_block(inserted, 'second\n') == inserted.replace('first', 'second')
+  at_the_end = '# Results\n\nIntro.\n\n<!-- summary:start -->\nold\n<!-- summary:end -->'  # No final newline.
+  assert report.with_block(at_the_end, 'new\n') == at_the_end.replace('old', 'new') + '\n'
 
 
 def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch):

@@ -606,6 +606,18 @@ def test_download_script_fetches_and_checks_line_counts(tmp_path):
     download_multi30k.download(str(tmp_path), base_url=source, languages=('de',))
 
 
+def test_a_download_with_a_wrong_line_count_is_not_kept(tmp_path):
+  import download_multi30k
+  source, output = tmp_path / 'source', tmp_path / 'output'
+  os.makedirs(source)
+  for split, size in download_multi30k.SPLIT_SIZES.items():
+    with gzip.open(source / f'{split}.de.gz', 'wt') as f:
+      f.write('ein Satz\n' * (size - (split == 'val')))  # val one line short.
+  with pytest.raises(ValueError, match=r'/val\.de\.gz: 1013 lines, but the Multi30k release has 1014'):
+    download_multi30k.download(str(output), base_url=f'file://{source}', languages=('de',))
+  assert sorted(os.listdir(output)) == ['train.de.gz']  # Fetched before val, and right.
+
+
 def test_tfds_translation_dataset_by_name(tmp_path):
   tfds = pytest.importorskip('tensorflow_datasets')
   with tfds.testing.mock_data(num_examples=6):

@@ -67,9 +67,14 @@ class ChebyshevEncoding(base.TableEncoding):
   @classmethod
   def check_model(cls, options: ChebyshevOptions, *, max_len: int, head_dim: int) -> None:
     del head_dim
-    if 0 < options.max_len < max_len + options.position_offset:
+    needed = max_len + options.position_offset  # The table's rows reach position max_len - 1 + position_offset.
+    if 0 < options.max_len < needed:
       raise ValueError(f'model.pos_encoding_options.chebyshev.max_len={options.max_len} is shorter than the '
-                       f'{max_len} positions the data needs')
+                       f'{needed} positions the data and position_offset need')
+    if not options.max_len and options.position_offset:
+      raise ValueError(f'model.pos_encoding_options.chebyshev.position_offset={options.position_offset} needs '
+                       f'chebyshev.max_len >= {needed}: with max_len 0 the table is normalised over the model\'s '
+                       f'{max_len} positions, which the offset passes')
 
   def table(self, num_positions: int) -> np.ndarray:
     table = chebyshev_table(num_positions, self.dim, self.options.max_len or self.max_len,

@@ -40,7 +40,8 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
                                      high - 1)
   scores = {}
   for label, (path, max_length) in sets.items():
-    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=data.num_classes)
+    dataset, _ = input_pipeline.read_split(path, max_length=max_length, num_classes=data.num_classes,
+                                           on_invalid=data.on_invalid)
     targets = dataset.arrays['targets']
     majority = float(np.bincount(targets).max() / len(targets))
     try:

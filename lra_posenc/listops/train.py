@@ -52,9 +52,13 @@ def prepare_data(data: DataSettings, workdir: str) -> str:
 
   With several processes, process 0 generates and the others wait, then read.
   """
-  if data.data_dir:
-    return data.data_dir
   data_dir = data_directory(data.data_dir, workdir)
+  if data.data_dir:
+    return data_dir
+  shorter_than = data.generator['shorter_than']  # Here, not in read_data: benchmarks read such configs too.
+  if shorter_than - 1 > data.max_length:
+    raise ValueError(f'data.generator.shorter_than={shorter_than} would write expressions of up to '
+                     f'{shorter_than - 1} tokens, more than data.max_length={data.max_length}')
   distributed.on_primary(lambda: generator.write_unless_present(data_dir, data.generator),
                          f'generating ListOps into {data_dir}')
   return data_dir

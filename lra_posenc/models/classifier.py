@@ -4,6 +4,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra_posenc import encodings
 from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding, padded_length
 
 POOLINGS = ('cls', 'mean')
@@ -16,8 +17,8 @@ PLACEMENTS = ('input', 'after_encoder')
 def randomized_positions(key: jax.Array, length: int, max_position: int) -> jax.Array:
   """`length` distinct positions from [0, max_position), drawn uniformly without replacement and sorted:
   int32 [1, length], shared by the batch."""
-  if length > max_position:
-    raise ValueError(f'model.randomized_positions={max_position} cannot place an input of {length} positions: '
+  if length > max_position:  # Beyond the positions training drew from: as an encoding's table ending.
+    raise encodings.CannotExtrapolate(f'model.randomized_positions={max_position} cannot place an input of {length} positions: '
                      'it must be at least the longest input (with the CLS token)')
   return jnp.sort(jax.random.choice(key, max_position, (length,), replace=False)).astype(jnp.int32)[None]
 
