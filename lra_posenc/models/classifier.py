@@ -18,8 +18,9 @@ def randomized_positions(key: jax.Array, length: int, max_position: int) -> jax.
   """`length` distinct positions from [0, max_position), drawn uniformly without replacement and sorted:
   int32 [1, length], shared by the batch."""
   if length > max_position:  # Beyond the positions training drew from: as an encoding's table ending.
-    raise encodings.CannotExtrapolate(f'model.randomized_positions={max_position} cannot place an input of {length} positions: '
-                     'it must be at least the longest input (with the CLS token)')
+    raise encodings.CannotExtrapolate(f'model.randomized_positions={max_position} cannot place an input of '
+                                      f'{length} positions: it must be at least the longest input (with the CLS '
+                                      'token)')
   return jnp.sort(jax.random.choice(key, max_position, (length,), replace=False)).astype(jnp.int32)[None]
 
 
