@@ -100,8 +100,11 @@ def test_attention_path_matches_the_float64_oracle_forward_and_backward(encoding
     out = attention.attend(query, key, value, bias=bias, key_valid=valid, causal=causal, implementation=implementation)
     return (out.astype(jnp.float32) * output_gradient).sum(), out
 
-  mask = attention.attention_mask(valid, causal=causal, query_length=query.shape[1])
-  bias = terms.logit_bias(query, key, mask)  # Content terms (Transformer-XL, CoPE) reach attention as a bias.
+  # The keys each query may see, written out here rather than taken from the code under test.
+  mask = np.ones((1, 1, query.shape[1], LENGTH), bool) if key_valid is None else key_valid[:, None, None, :]
+  if causal:  # Query i sees keys 0..i.
+    mask = mask & np.tril(np.ones((query.shape[1], LENGTH), bool))
+  bias = terms.logit_bias(query, key, jnp.asarray(mask))  # Content terms (Transformer-XL, CoPE) come as a bias.
   arguments = (query, key, value, bias)
   differentiate = (0, 1, 2, 3) if bias is not None else (0, 1, 2)
   with jax.default_matmul_precision('highest'):  # float32 on XLA:GPU would otherwise multiply in TF32.
@@ -123,7 +126,7 @@ def test_attention_weights_dropout_path_keeps_the_oracle_in_expectation():
   outputs = jax.vmap(lambda rng: attention.attend(query, key, value, bias=None, key_valid=None, causal=True,
                                                   dropout_rate=0.3, dropout_rng=rng))(
       jax.random.split(jax.random.key(1), 20000))
-  expected, _ = oracle(query, key, value, None, attention.attention_mask(None, causal=True, query_length=4),
+  expected, _ = oracle(query, key, value, None, np.tril(np.ones((4, 4), bool))[None, None],
                        np.zeros(query.shape))
   np.testing.assert_allclose(outputs.mean(0), expected, atol=0.03)
 

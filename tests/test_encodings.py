@@ -1,5 +1,6 @@
 """Positional encodings against float64 oracles and the invariances they promise."""
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -113,14 +114,29 @@ def test_alibi_bias_is_symmetric_distance_penalty():
   np.testing.assert_allclose(bias[0, 0], -0.5 * np.abs(np.arange(6)[:, None] - np.arange(6)[None, :]))
 
 
-def test_t5_buckets_bidirectional_and_causal():
-  relative = jnp.arange(-200, 201)
-  both = t5.relative_position_bucket(relative, bidirectional=True, num_buckets=32, max_distance=128)
-  assert set(np.unique(both[relative > 0])).isdisjoint(np.unique(both[relative < 0]))
-  np.testing.assert_array_equal(both[200 - 7:200 + 8], [7, 6, 5, 4, 3, 2, 1, 0, 17, 18, 19, 20, 21, 22, 23])
-  assert both.max() == 31
-  causal = t5.relative_position_bucket(relative, bidirectional=False, num_buckets=32, max_distance=128)
-  assert (causal[relative >= 0] == 0).all() and causal.max() == 31
+def _t5_bucket(relative: int, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> int:
+  """T5's bucket of key - query (Raffel et al.; Mesh TensorFlow's _relative_position_bucket): half the buckets
+  for keys after the query when bidirectional, the first half of a side exact, then logarithmic up to
+  max_distance and capped there; causal: only keys at or before the query, by their distance."""
+  offset = 0
+  if bidirectional:
+    num_buckets //= 2
+    offset, distance = (num_buckets if relative > 0 else 0), abs(relative)
+  else:
+    distance = max(-relative, 0)
+  exact = num_buckets // 2
+  if distance < exact:
+    return offset + distance
+  logarithmic = exact + math.floor(math.log(distance / exact) / math.log(max_distance / exact) * (num_buckets - exact))
+  return offset + min(logarithmic, num_buckets - 1)
+
+
+def test_t5_buckets_match_the_paper_bidirectional_and_causal():
+  relative = np.arange(-300, 301)
+  for bidirectional in (True, False):
+    ours = t5.relative_position_bucket(jnp.asarray(relative), bidirectional=bidirectional, num_buckets=32,
+                                       max_distance=128)
+    np.testing.assert_array_equal(ours, [_t5_bucket(int(r), bidirectional=bidirectional) for r in relative])
 
 
 def _small_transformer(name: str, *, max_len: int, num_layers: int) -> TransformerConfig:

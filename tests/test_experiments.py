@@ -367,7 +367,7 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
   assert os.path.getsize(os.path.join(output_dir, 'depth', 'accuracy_by_depth.png')) > 0
 
 
-def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_sentences(tmp_path):
+def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_sentences(tmp_path, capsys):
   """A committed run keeps its sentence statistics, not its translations: the BLEU of a bucket of source
   lengths, summed from them, is the corpus BLEU of that bucket's translations scored anew."""
   config = load_config(os.path.join(ROOT, 'configs', 'translation', 'multi30k.py'), 'tiny')
@@ -406,12 +406,15 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
     cell = summary['variants']['rope'][bucket]
     assert cell['values'] == [pytest.approx(protocol.score(*map(list, zip(*chosen))), abs=1e-9)]
     assert cell['examples'] == len(chosen)
-  with pytest.raises(SystemExit):  # ListOps records no sentence statistics.
+  capsys.readouterr()
+  with pytest.raises(SystemExit):
     length_generalisation.main(['--task=listops', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
                                 '--recorded=averaged:tokenized_bleu', f'--data_dir={text_dir}'])
-  with pytest.raises(SystemExit):  # Test text is read only for --recorded.
+  assert '--recorded: --task=listops records no sentence statistics' in capsys.readouterr().err
+  with pytest.raises(SystemExit):
     length_generalisation.main(['--task=translation', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
                                 f'--data_dir={text_dir}'])
+  assert '--data_dir: only --recorded reads test text from it' in capsys.readouterr().err
 
 
 def test_runs_scored_on_different_examples_give_no_majority_baseline(tmp_path):
@@ -564,9 +567,11 @@ def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
     assert values.shape == (20, width)
   if encoding == 'legendre':
     np.testing.assert_allclose(values, legendre_table(20, 32), rtol=1e-6)
-  if encoding == 'rope':  # [cos, sin] rows: dot products are sums of cos(angle differences).
-    np.testing.assert_allclose(values @ values.T, (values @ values.T).T, atol=1e-5)
-    np.testing.assert_allclose(np.diag(values @ values.T), 4.0, rtol=1e-5)
+  if encoding == 'rope':  # [cos, sin] of the head's 4 frequencies (Su et al.: 10000^(-2k/8)) at each position.
+    thetas = 10000.0 ** (-2 * np.arange(4) / 8)
+    distances = np.arange(20)[:, None] - np.arange(20)[None, :]
+    expected = np.cos(distances[..., None] * thetas).sum(-1)  # cos a cos b + sin a sin b = cos(a - b).
+    np.testing.assert_allclose(values @ values.T, expected, atol=1e-5)
   if kind == 'bias':
     assert values.shape == (4, 20, 20)
 

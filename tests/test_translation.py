@@ -337,22 +337,29 @@ def test_beam_size_one_is_greedy():
 
 
 def test_wide_beam_finds_the_best_normalised_sequence():
-  """Oracle: with a beam as wide as all live prefixes, beam search is exhaustive search."""
-  vocab, max_length, alpha = 5, 4, 0.6
-  transitions = jax.nn.log_softmax(3 * jax.random.normal(jax.random.PRNGKey(3), (vocab, vocab)))
-  transitions = transitions.at[:, PAD_ID].set(-1e4).at[:, BOS_ID].set(-1e4)  # Never emitted.
+  """Oracle: with a beam as wide as all live prefixes, beam search is exhaustive search, scored by GNMT's
+  length normalisation (Wu et al. 2016: log P / ((5 + length) / 6) ** alpha), which here changes the winner."""
+  vocab, max_length = 5, 4
+  logits = 3 * jax.random.normal(jax.random.PRNGKey(42), (vocab, vocab))
+  # Log-probabilities as the search normalises them: PAD and BOS never emitted.
+  transitions = jax.nn.log_softmax(logits.at[:, PAD_ID].set(-1e4).at[:, BOS_ID].set(-1e4))
   step = lambda tokens, cache: (transitions[tokens[:, 0]], cache)
-  found = decode.beam_search(step, jnp.zeros(()), batch_size=1, beam_size=vocab ** max_length,
-                             max_length=max_length, alpha=alpha, bos_id=BOS_ID, eos_id=EOS_ID)[0]
-  best, best_score = None, -np.inf
-  for length in range(1, max_length + 1):
-    for body in itertools.product([t for t in range(vocab) if t not in (PAD_ID, BOS_ID, EOS_ID)], repeat=length - 1):
-      sequence = list(body) + [EOS_ID]
-      previous = [BOS_ID] + sequence[:-1]
-      score = float(sum(transitions[p, t] for p, t in zip(previous, sequence))) / decode.length_penalty(length, alpha)
-      if score > best_score:
-        best, best_score = sequence, score
-  assert list(np.asarray(found[:len(best)])) == best and (np.asarray(found[len(best):]) == PAD_ID).all()
+  winners = set()
+  for alpha in (0.0, 0.6, 2.0):
+    found = decode.beam_search(step, jnp.zeros(()), batch_size=1, beam_size=vocab ** max_length,
+                               max_length=max_length, alpha=alpha, bos_id=BOS_ID, eos_id=EOS_ID)[0]
+    best, best_score = None, -np.inf
+    for length in range(1, max_length + 1):
+      for body in itertools.product([t for t in range(vocab) if t not in (PAD_ID, BOS_ID, EOS_ID)],
+                                    repeat=length - 1):
+        sequence = list(body) + [EOS_ID]
+        previous = [BOS_ID] + sequence[:-1]
+        score = float(sum(transitions[p, t] for p, t in zip(previous, sequence))) / ((5 + length) / 6) ** alpha
+        if score > best_score:
+          best, best_score = sequence, score
+    assert list(np.asarray(found[:len(best)])) == best and (np.asarray(found[len(best):]) == PAD_ID).all()
+    winners.add(tuple(best))
+  assert len(winners) > 1  # The normalisation matters here, so a wrong one would pick another sequence.
 
 
 # Training.
