@@ -71,7 +71,7 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues(tiny_data_dir, tmp_p
 
 @pytest.mark.slow
 def test_sigterm_in_the_last_steps_stops_before_testing_and_the_rerun_only_tests(tiny_data_dir, tmp_path):
-  """A request after the last agreed read would otherwise be dropped, and the run test for minutes."""
+  """A request after the last agreed read would otherwise be dropped, and the run would go on testing for minutes."""
   config = tiny_config(tiny_data_dir, num_train_steps=12)
   signal_at_step_11 = lambda step: step == 11 and os.kill(os.getpid(), signal.SIGTERM) is not None
   stopped = run_listops(config, tmp_path, should_stop=signal_at_step_11)
