@@ -22,8 +22,9 @@ H100 machine's CPU (2026-11-28), so the first ListOps run waits for it unless th
 What comes back fits the device tool's limit (8 files, 16 MiB each): OUT/summary.json, OUT/summary.md,
 OUT/runs.tar.gz (each run's results.json, metrics.jsonl, config.json and train.log), OUT/benchmarks.tar.gz
 (figures and logs) and OUT/traces_BENCHMARK.tar.gz, all rewritten after every step, so that a command killed at its
-limit still returns what had finished. With --tiny the same runs at CPU sizes in a minute or two: the test
-suite runs it, so the campaign cannot rot before a GPU is at hand.
+limit still returns what had finished. It exits 1, naming them, if a benchmark or run failed or timed out. With
+--tiny the same runs at CPU sizes in a minute or two: the test suite runs it, so the campaign cannot rot before a
+GPU is at hand.
 """
 import argparse
 import dataclasses
@@ -313,6 +314,13 @@ def exit_status(returncode: int) -> str:
           -signal.SIGTERM: 'stopped at the deadline before it could save'}.get(returncode, f'failed ({returncode})')
 
 
+def failures(summary: dict) -> list[str]:
+  """The benchmarks and runs that failed or timed out, here or in an earlier command (a run stopped at the
+  deadline has not failed): the exit status says so, beside the summary that holds them."""
+  return [name for part in ('benchmarks', 'runs') for name, step in summary[part].items()
+          if step['status'].startswith(('failed', 'timed out'))]
+
+
 def run_figures(workdir: str) -> dict:
   """A run's headline numbers, from its results.json or else from its metrics.jsonl (whose last line a run
   killed at the deadline may have cut short)."""
@@ -421,6 +429,8 @@ def main() -> None:
     generating.kill()
     campaign.pack()
   print(markdown(campaign.summary), flush=True)
+  if failed := failures(campaign.summary):
+    sys.exit(f'failed: {", ".join(failed)}; their output is in summary.md and the logs in {args.out}')
 
 
 if __name__ == '__main__':

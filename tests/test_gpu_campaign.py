@@ -73,6 +73,24 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   assert 'resum' in (tmp_path / 'work' / 'runs' / 'endless' / 'train.log').read_text().lower()
 
 
+def test_a_failed_run_fails_the_command_after_the_summary_is_written(tmp_path):
+  """A run that fails (here a config the trainer refuses) makes the exit status non-zero, naming it, and the
+  summary still comes back with its status and log; a later run still runs."""
+  plan = tmp_path / 'plan.txt'
+  plan.write_text(f'study/runs/bad/seed_0 {TINY_RUN} --config.model.pos_encoding=no_such_encoding\n'
+                  f'{FINISHING} {TINY_RUN} --config.training.num_train_steps=2\n')
+  out = tmp_path / 'out'
+  process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={out}', f'--work={tmp_path / "work"}', f'--plan={plan}',
+                            f'--committed={tmp_path / "committed"}', '--benchmarks=', '--budget_seconds=200',
+                            '--least_seconds=5'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert process.returncode == 1, process.stdout[-3000:] + process.stderr[-3000:]
+  assert 'failed: study/runs/bad/seed_0;' in process.stderr
+  runs = json.loads((out / 'summary.json').read_text())['runs']
+  assert runs['study/runs/bad/seed_0']['status'].startswith('failed (') and runs[FINISHING]['status'] == 'finished'
+  with tarfile.open(out / 'runs.tar.gz') as tar:
+    assert 'no_such_encoding' in tar.extractfile('runs/study/runs/bad/seed_0/train.log').read().decode()
+
+
 def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
   plan = tmp_path / 'plan.txt'
   plan.write_text('# fine\nok listops --config=configs/listops/lra.py:cpu\nbroken sideways --config=x\n')
