@@ -360,7 +360,7 @@ def test_resume_refuses_another_vocabulary_model_or_selection_metric_and_allows_
 
 
 @pytest.mark.slow
-def test_a_finished_run_trained_further_sets_its_results_aside_until_it_finishes_again(tiny_data_dir, tmp_path):
+def test_a_finished_run_trained_further_sets_its_results_and_config_aside(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir, num_train_steps=4)
   first = run_listops(config, tmp_path)
   finished = (tmp_path / 'results.json').read_text()
@@ -368,7 +368,10 @@ def test_a_finished_run_trained_further_sets_its_results_aside_until_it_finishes
   assert run_listops(config, tmp_path, should_stop=lambda step: step == 6)['status'] == 'stopped'
   assert not (tmp_path / 'results.json').exists()  # A comparison reads a results.json as a finished run.
   assert (tmp_path / 'results.step_4.json').read_text() == finished and first['step'] == 4
+  steps_in = lambda name: json.loads((tmp_path / name).read_text())['training']['num_train_steps']
+  assert steps_in('config.step_4.json') == 4 and steps_in('config.json') == 8  # Each config that trained is kept.
   assert run_listops(config, tmp_path)['step'] == json.loads((tmp_path / 'results.json').read_text())['step'] == 8
+  assert sorted(path.name for path in tmp_path.glob('config*.json')) == ['config.json', 'config.step_4.json']
 
 
 @pytest.mark.slow

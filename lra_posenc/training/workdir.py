@@ -46,10 +46,16 @@ def write_run_files(workdir: str, config: dict[str, Any], artifacts: dict[str, A
   """What a workdir says about its run before training from `step`: the config and the task's artifacts.
 
   A results.json there is a finished run's that now trains on (more steps, or more patience): it becomes
-  results.step_STEP.json, so that no results.json stands for a run still training, and none is lost.
+  results.step_STEP.json, so that no results.json stands for a run still training, and none is lost. A
+  config.json that differs (a resume may change training settings) becomes config.step_STEP.json, the config
+  that trained the steps up to STEP, unless one is there already (the later one trained no kept step).
   """
   write_json(os.path.join(workdir, 'artifacts.json'), artifacts)
-  write_json(os.path.join(workdir, CONFIG_FILE), config)
+  config_path, earlier_path = os.path.join(workdir, CONFIG_FILE), os.path.join(workdir, f'config.step_{step}.json')
+  earlier = read_json_if_present(config_path)
+  if earlier is not None and earlier != json.loads(json.dumps(config)) and not os.path.exists(earlier_path):
+    os.replace(config_path, earlier_path)
+  write_json(config_path, config)
   results = os.path.join(workdir, RESULTS_FILE)
   if os.path.exists(results):
     os.replace(results, os.path.join(workdir, f'results.step_{step}.json'))
