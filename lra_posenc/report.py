@@ -11,6 +11,7 @@ the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after it
 import argparse
 import os
 import re
+import warnings
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -158,10 +159,14 @@ def _against_reference(table: dict, row: dict, reference: dict) -> dict:
     return {'delta': None, 'welch_p': None, 'welch_missing': None}
   metric = table['metric']
   values = [[v for v in side['stats'][metric]['values'] if v is not None] for side in (row, reference)]
-  welch_p, missing = None, 'one seed'
-  if min(len(v) for v in values) > 1:
-    welch_p = float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue)
-    welch_p, missing = (welch_p, None) if np.isfinite(welch_p) else (None, 'no spread over seeds')
+  if min(len(v) for v in values) < 2:
+    welch_p, missing = None, 'one seed'
+  elif all(np.ptp(v) == 0 for v in values):  # t = 0 / 0.
+    welch_p, missing = None, 'no spread over seeds'
+  else:
+    with warnings.catch_warnings():  # scipy's warning of "nearly identical" data, for a side whose spread is 0.
+      warnings.filterwarnings('ignore', 'Precision loss occurred in moment calculation', RuntimeWarning)
+      welch_p, missing = float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue), None
   return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'], 'welch_p': welch_p,
           'welch_missing': missing}
 

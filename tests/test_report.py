@@ -4,7 +4,6 @@ import json
 import os
 import re
 import subprocess
-import warnings
 
 import numpy as np
 import pytest
@@ -135,10 +134,10 @@ def test_a_missing_welch_p_says_whether_a_side_has_one_seed_or_no_spread():
   side = lambda values: {'stats': {'test accuracy': {'values': values, 'mean': float(np.mean(values))}}}
   reference = side([0.5, 0.5])
   assert report._against_reference(LISTOPS_TABLE, side([0.5]), reference)['welch_missing'] == 'one seed'
-  with warnings.catch_warnings():  # scipy warns of the zero variance it is given on purpose.
-    warnings.simplefilter('ignore', RuntimeWarning)
-    flat = report._against_reference(LISTOPS_TABLE, side([0.5, 0.5]), reference)  # t = 0 / 0.
+  flat = report._against_reference(LISTOPS_TABLE, side([0.5, 0.5]), reference)  # t = 0 / 0.
   assert flat == {'delta': 0.0, 'welch_p': None, 'welch_missing': 'no spread over seeds'}
+  one_flat = report._against_reference(LISTOPS_TABLE, side([0.4, 0.6]), reference)  # t = 0 / 0.1: Welch's p is 1.
+  assert one_flat['welch_p'] == pytest.approx(1.0) and one_flat['welch_missing'] is None
 
 
 def test_table_and_verdicts_state_the_figures(listops_tree):
