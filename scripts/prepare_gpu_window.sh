@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fills the git-ignored folders that scripts/gpu_campaign.py needs on a GPU machine without a network
+# (docs/gpu.md), before the window opens:
+#   .whl/       the wheels the GPU image lacks (ml-collections, tensorboardX, sacremoses; all pure Python);
+#   .gpu_data/  Multi30k's raw files, copied from MULTI30K (default ../shared/data/multi30k).
+# Flax's examples/wmt/models.py, the side-by-side's peer, cannot be downloaded from here: save it by hand as
+# .gpu_data/wmt_models.py (never commit it). Usage: bash scripts/prepare_gpu_window.sh [MULTI30K]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+multi30k=${1:-../shared/data/multi30k}
+[[ -f "$multi30k/train.en.gz" ]] || { echo "no Multi30k at $multi30k (train.en.gz missing)" >&2; exit 1; }
+rm -rf .whl .gpu_data/multi30k
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
+  ml-collections tensorboardX sacremoses
+mkdir -p .gpu_data
+cp -r "$multi30k" .gpu_data/multi30k
+chmod -R u+w .gpu_data/multi30k
+ls .whl
+du -sh .whl .gpu_data
+if [[ ! -f .gpu_data/wmt_models.py ]]; then
+  echo 'still missing: .gpu_data/wmt_models.py (google/flax examples/wmt/models.py), for the side-by-side' >&2
+fi
