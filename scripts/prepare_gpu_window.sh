@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fills the git-ignored folders that scripts/gpu_campaign.py needs on a GPU machine without a network
 # (docs/gpu.md), before the window opens:
-#   .whl/       the wheels the GPU image lacks (ml-collections, tensorboardX, sacremoses; all pure Python);
+#   .whl/       the wheels the GPU image lacks (ml-collections, tensorboardX, sacremoses; all pure Python),
+#               replacing what was there (two versions of one package stop the install);
 #   .gpu_data/  Multi30k's raw files, copied from MULTI30K (default ../shared/data/multi30k).
 # Flax's examples/wmt/models.py, the side-by-side's peer, cannot be downloaded from here: save it by hand as
 # .gpu_data/wmt_models.py (never commit it). Usage: bash scripts/prepare_gpu_window.sh [MULTI30K]

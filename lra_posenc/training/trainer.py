@@ -47,7 +47,8 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
   run's span and training time (`runs`); with `evaluation.average_last` N, the mean of the
   parameters of the last N evaluations is scored beside the best checkpoint ('averaged').
   Re-running a finished workdir returns its results.json as it is; training it further (more steps or
-  patience) first sets that file aside, as results.step_STEP.json (and a changed config.json as config.step_STEP.json).
+  patience) first sets that file aside, as results.step_STEP.json, and a changed config.json as
+  config.step_STEP.json.
   """
   # Workdir: every process checks, so a host that cannot write fails the run now.
   distributed.check_everywhere(lambda: workdir_files.prepare_workdir(workdir), f'writing to workdir {workdir!r}')
