@@ -30,13 +30,13 @@ from lra_posenc.training.steps import create_state, pmapped_steps, zero_sums
 from lra_posenc.training.settings import TrainerSettings
 from lra_posenc.training.task import Task
 
-# Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and
-# `model.dtype`. float32 counts TF32 tensor cores, which JAX's default precision uses there.
+# Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and the arithmetic its
+# matrix products run in (`matmul_arithmetic`): bfloat16 and TF32 tensor cores, or full float32 (no tensor cores).
 PEAK_TFLOPS = (
-    ('H100 PCIe', {'bfloat16': 756.0, 'float32': 378.0}),
-    ('H100', {'bfloat16': 989.4, 'float32': 494.7}),
-    ('H200', {'bfloat16': 989.4, 'float32': 494.7}),
-    ('A100', {'bfloat16': 312.0, 'float32': 156.0}),
+    ('H100 PCIe', {'bfloat16': 756.0, 'tf32': 378.0, 'float32': 51.2}),
+    ('H100', {'bfloat16': 989.4, 'tf32': 494.7, 'float32': 66.9}),
+    ('H200', {'bfloat16': 989.4, 'tf32': 494.7, 'float32': 66.9}),
+    ('A100', {'bfloat16': 312.0, 'tf32': 156.0, 'float32': 19.5}),
 )
 
 
@@ -86,11 +86,21 @@ def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Ca
               baselines={}, settings=settings, attention_paths=attention_paths)
 
 
-def peak_flops(device_kind: str, dtype: str) -> float | None:
-  """The device's dense peak FLOP/s for `dtype`, or None where unknown (CPUs)."""
+def matmul_arithmetic(dtype: str, precision: str | None) -> str:
+  """What a GPU multiplies `model.dtype` matrices in under JAX's default matmul precision `precision`: bfloat16
+  inputs as they are; float32 in TF32 by default, in full float32 under 'highest' / 'float32', in one bfloat16
+  pass under 'bfloat16'."""
+  if dtype != 'float32':
+    return dtype
+  return {'highest': 'float32', 'float32': 'float32', 'bfloat16': 'bfloat16'}.get(str(precision).lower(), 'tf32')
+
+
+def peak_flops(device_kind: str, dtype: str, precision: str | None = None) -> float | None:
+  """The device's dense peak FLOP/s for `dtype` products under default matmul precision `precision`, or None
+  where unknown (CPUs)."""
   for name, peaks in PEAK_TFLOPS:
     if name in device_kind:
-      return peaks.get(dtype, 0.0) * 1e12 or None
+      return peaks.get(matmul_arithmetic(dtype, precision), 0.0) * 1e12 or None
   return None
 
 
@@ -178,16 +188,19 @@ class TrainStepTimer:
 
     Interference on a shared host only ever slows a window, so the best window is the
     steadier estimate there; the median is the headline. XLA's FLOPs and bytes accessed
-    are exact for the compiled program, which makes their ratios between encodings free
-    of timing noise. MFU is the model's matrix-product FLOPs per second over the peak of all
-    local devices (from `PEAK_TFLOPS`, or `peak_tflops`); None where the peak is unknown.
+    are its cost analysis of the compiled program, free of timing noise; on a GPU it leaves
+    out library calls (cuBLAS, cuDNN), so there they are no measure of the step's work. MFU is the
+    model's matrix-product FLOPs per second over the peak of all local devices (from
+    `PEAK_TFLOPS` under the default matmul precision in force, or `peak_tflops`); None where the
+    peak is unknown.
     """
     batch_size = self.workload.train_batch_size
     rates = [steps_per_window / s for s in window_seconds]
     steps_per_second = statistics.median(rates)
     model_flops = self.workload.forward_flops.train_step(batch_size, jax.device_count()) * steps_per_second
     device_kind = jax.local_devices()[0].device_kind
-    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.workload.dtype)
+    peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.workload.dtype,
+                                                              jax.config.jax_default_matmul_precision)
     cost = self._step.cost_analysis() or {}
     return {
         'compile_seconds': self.compile_seconds,

@@ -397,7 +397,7 @@ def main() -> None:
   parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK [VARIABLE=VALUE...] FLAGS...')
   parser.add_argument('--committed', default=COMMITTED, help='Runs with NAME/results.json here are not run again.')
   parser.add_argument('--parallel', type=int, default=1,
-                      help='Runs sharing the GPU at once. One LRA run alone kept an H100 ~30%% busy in MFU terms '
+                      help='Runs sharing the GPU at once. One LRA run alone kept an H100 ~25%% busy in MFU terms '
                            '(2026-11-28); two may both miss the deadline.')
   parser.add_argument('--least_seconds', type=float, default=150, help='No run starts with less time left.')
   parser.add_argument('--grace_seconds', type=float, default=25, help='Stop runs this long before the deadline.')

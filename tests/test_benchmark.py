@@ -148,8 +148,12 @@ def test_traced_flops_count_scan_trips_and_refuse_while_loops():
 def test_peak_flops_follow_the_hardware():
   sxm, pcie, h200 = 'NVIDIA H100 80GB HBM3', 'NVIDIA H100 PCIe', 'NVIDIA H200'
   for kind in (sxm, pcie, h200, 'NVIDIA A100-SXM4-40GB'):
-    # Dense TF32 tensor cores (JAX's default float32 matmul precision there) run at half the bfloat16 rate.
+    # Dense TF32 tensor cores (JAX's default float32 matmul precision there) run at half the bfloat16 rate;
+    # full float32 ('highest') runs on the CUDA cores, under a sixth of TF32's.
     assert benchmarking.peak_flops(kind, 'bfloat16') == 2 * benchmarking.peak_flops(kind, 'float32')
+    assert benchmarking.peak_flops(kind, 'float32', 'highest') < benchmarking.peak_flops(kind, 'float32') / 6
+    assert benchmarking.peak_flops(kind, 'float32', 'bfloat16') == benchmarking.peak_flops(kind, 'bfloat16')
+    assert benchmarking.peak_flops(kind, 'bfloat16', 'highest') == benchmarking.peak_flops(kind, 'bfloat16')
   assert benchmarking.peak_flops(pcie, 'bfloat16') < benchmarking.peak_flops(sxm, 'bfloat16')  # Lower clocks, fewer SMs.
   assert benchmarking.peak_flops(h200, 'bfloat16') == benchmarking.peak_flops(sxm, 'bfloat16')  # The same GH100 die.
   assert benchmarking.peak_flops('cpu', 'float32') is None
