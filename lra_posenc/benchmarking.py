@@ -190,14 +190,14 @@ class TrainStepTimer:
     steadier estimate there; the median is the headline. XLA's FLOPs and bytes accessed
     are its cost analysis of the compiled program, free of timing noise; on a GPU it leaves
     out library calls (cuBLAS, cuDNN), so there they are no measure of the step's work. MFU is the
-    model's matrix-product FLOPs per second over the peak of all local devices (from
-    `PEAK_TFLOPS` under the default matmul precision in force, or `peak_tflops`); None where the
-    peak is unknown.
+    model's matrix-product FLOPs per second (this process's batch, spread over its devices) over
+    the peak of those devices (from `PEAK_TFLOPS` under the default matmul precision in force, or
+    `peak_tflops`); None where the peak is unknown.
     """
     batch_size = self.workload.train_batch_size
     rates = [steps_per_window / s for s in window_seconds]
     steps_per_second = statistics.median(rates)
-    model_flops = self.workload.forward_flops.train_step(batch_size, jax.device_count()) * steps_per_second
+    model_flops = self.workload.forward_flops.train_step(batch_size, jax.local_device_count()) * steps_per_second
     device_kind = jax.local_devices()[0].device_kind
     peak = peak_tflops * 1e12 if peak_tflops else peak_flops(device_kind, self.workload.dtype,
                                                               jax.config.jax_default_matmul_precision)
