@@ -1,22 +1,22 @@
 """The task registry: what the scripts need of each task, by name.
 
-Tasks depend on the shared machinery (training, models, benchmarking), never the other
-way; this registry sits above both, for the scripts.
+A task is one folder of this package with a `spec` module whose `SPEC` is its `TaskSpec`: the folder is the
+only place that names the task, and this registry finds every such folder. Tasks depend on the shared
+machinery (training, models, benchmarking), never the other way; this registry sits above both, for the
+scripts.
 """
 import dataclasses
+import importlib
+import importlib.util
+import pkgutil
 from collections.abc import Callable
 
 import ml_collections
 
+import lra_posenc
 from lra_posenc import benchmarking
-from lra_posenc.listops import length_scores as listops_length_scores
-from lra_posenc.listops import settings as listops_settings
-from lra_posenc.listops import train as listops_train
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training.task import Task
-from lra_posenc.translation import length_scores as translation_length_scores
-from lra_posenc.translation import settings as translation_settings
-from lra_posenc.translation import train as translation_train
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.
 LengthScores = Callable[..., dict[str, dict]]
@@ -30,6 +30,7 @@ class TaskSpec:
   """One task, as sweeps, length studies and benchmarks use it.
 
   Attributes:
+    name: `config.task` of its configs, and the key of `TASKS`.
     module: its training program (`python -m MODULE --config=... --workdir=...`).
     create_task: (config, workdir) -> the trainer's Task, data read (or generated).
     benchmark_workload: config -> the model on synthetic batches of the config's shapes.
@@ -42,12 +43,13 @@ class TaskSpec:
     default_target: a validation score whose first crossing sweeps report.
     test_score_label: what a length study's score is, for axes ('test accuracy'), and `test_score_title` for
       titles; `test_score_digits` its decimals in tables.
-    scores_by_length: a run's best checkpoint scored per length bucket; tasks that draw new test sets
+    scores_by_length: a run's best checkpoint scored per length bucket, or None; tasks that draw new test sets
       (`draws_length_sets`) draw `num_samples` per bucket into `data_dir`.
     scores_by_depth: per nesting depth of the run's test split, for tasks whose inputs nest (ListOps); or None.
     scores_by_recorded_length: per bucket of source words, from the sentence statistics a run recorded, for
       tasks that record them (translation); or None.
   """
+  name: str
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
   benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
@@ -60,28 +62,22 @@ class TaskSpec:
   test_score_label: str
   test_score_title: str
   test_score_digits: int
-  scores_by_length: LengthScores
-  draws_length_sets: bool
+  scores_by_length: LengthScores | None = None
+  draws_length_sets: bool = False
   scores_by_depth: Callable[[str], dict[str, dict]] | None = None
   scores_by_recorded_length: RecordedLengthScores | None = None
 
 
-TASKS: dict[str, TaskSpec] = {
-    'listops': TaskSpec('lra_posenc.listops.train', listops_train.create_task, listops_train.benchmark_workload,
-                        listops_settings.read_settings, listops_settings.transformer_of,
-                        test_metrics=('accuracy',), validation_metric='accuracy',
-                        validation_label='validation accuracy', default_target=0.4,
-                        test_score_label='test accuracy', test_score_title='ListOps test accuracy',
-                        test_score_digits=3, scores_by_length=listops_length_scores.scores_by_length,
-                        draws_length_sets=True, scores_by_depth=listops_length_scores.scores_by_depth),
-    'translation': TaskSpec('lra_posenc.translation.train', translation_train.create_task,
-                            translation_train.benchmark_workload, translation_settings.read_settings,
-                            translation_settings.transformer_of,
-                            # sacreBLEU (the headline), then the Multi30k literature's tokenized lowercased BLEU.
-                            test_metrics=('bleu', 'tokenized_bleu'), validation_metric='accuracy',
-                            validation_label='validation token accuracy (teacher-forced)', default_target=0.5,
-                            test_score_label='sacreBLEU', test_score_title='sacreBLEU of the test translations',
-                            test_score_digits=2, scores_by_length=translation_length_scores.scores_by_length,
-                            draws_length_sets=False,
-                            scores_by_recorded_length=translation_length_scores.recorded_scores_by_length),
-}
+def _discover() -> dict[str, TaskSpec]:
+  """Every task folder's `SPEC`, by name, in the folders' order."""
+  specs = {}
+  for folder in pkgutil.iter_modules(lra_posenc.__path__):
+    if folder.ispkg and importlib.util.find_spec(f'lra_posenc.{folder.name}.spec'):
+      spec = importlib.import_module(f'lra_posenc.{folder.name}.spec').SPEC
+      if spec.name in specs:
+        raise ValueError(f'two task folders register {spec.name!r}: {specs[spec.name].module} and {spec.module}')
+      specs[spec.name] = spec
+  return specs
+
+
+TASKS: dict[str, TaskSpec] = _discover()

@@ -114,6 +114,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.optimizer = ml_collections.ConfigDict()
   config.optimizer.schedule = 'rsqrt'
   config.optimizer.learning_rate = 7e-4  # Peak, reached after warmup.
+  config.optimizer.min_learning_rate = 0.0  # Where a cosine schedule ends.
   config.optimizer.warmup_steps = 4000
   config.optimizer.b1 = 0.9
   config.optimizer.b2 = 0.98

@@ -191,7 +191,8 @@ class MultiHeadAttention(nn.Module):
   attends over the whole cache, so `terms` and `key_valid` must then cover every cache
   position. Keys are cached before any rotation, so rotary terms apply unchanged.
   Applied with mutable=['intermediates'], it also records its attention weights there
-  (for diagnostics; computed only when asked for). Projections compute in `dtype`.
+  (for diagnostics; computed only when asked for). Projections compute in `dtype`, with biases where
+  `use_bias`; `out_kernel_init` initialises the output projection, `kernel_init` the others.
   """
   num_heads: int
   qkv_dim: int
@@ -199,12 +200,16 @@ class MultiHeadAttention(nn.Module):
   decode: bool = False
   dtype: jnp.dtype = jnp.float32
   implementation: str = 'auto'
+  use_bias: bool = True
+  kernel_init: nn.initializers.Initializer = nn.linear.default_kernel_init
+  out_kernel_init: nn.initializers.Initializer = nn.linear.default_kernel_init
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, *, key_valid: Array | None, terms: AttentionTerms,
                deterministic: bool, causal: bool = False, cache_index: Array | None = None) -> Array:
     head_dim = self.qkv_dim // self.num_heads
-    projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), dtype=self.dtype, name=name)
+    projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), dtype=self.dtype, use_bias=self.use_bias,
+                                              kernel_init=self.kernel_init, name=name)
     query = projection('query')(inputs_q)
     key = projection('key')(inputs_kv)
     value = projection('value')(inputs_kv)
@@ -228,7 +233,8 @@ class MultiHeadAttention(nn.Module):
     dropout_rng = None if deterministic or self.dropout_rate == 0.0 else self.make_rng('dropout')
     out = attend(query, key, value, bias=bias, key_valid=key_valid, causal=causal,
                  implementation=path.implementation, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng)
-    return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), dtype=self.dtype, name='out')(out)
+    return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), dtype=self.dtype, use_bias=self.use_bias,
+                           kernel_init=self.out_kernel_init, name='out')(out)
 
   def _through_cache(self, key: Array, value: Array, cache_index: Array | None) -> tuple[Array, Array]:
     initialized = self.has_variable('cache', 'cached_key')

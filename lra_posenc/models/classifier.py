@@ -5,23 +5,13 @@ import jax
 import jax.numpy as jnp
 
 from lra_posenc import encodings
-from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding, padded_length
+from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding, padded_length, randomized_positions
 
 POOLINGS = ('cls', 'mean')
 # 'after_encoder' adds an additive encoding to the encoder's output instead of its input: the
 # Chebyshev-PE study's placement, kept to test its claim. Under 'cls' pooling the classifier then
 # sees only row 0 of the table, a constant.
 PLACEMENTS = ('input', 'after_encoder')
-
-
-def randomized_positions(key: jax.Array, length: int, max_position: int) -> jax.Array:
-  """`length` distinct positions from [0, max_position), drawn uniformly without replacement and sorted:
-  int32 [1, length], shared by the batch."""
-  if length > max_position:  # Beyond the positions training drew from: as an encoding's table ending.
-    raise encodings.CannotExtrapolate(f'model.randomized_positions={max_position} cannot place an input of '
-                                      f'{length} positions: it must be at least the longest input (with the CLS '
-                                      'token)')
-  return jnp.sort(jax.random.choice(key, max_position, (length,), replace=False)).astype(jnp.int32)[None]
 
 
 class TransformerClassifier(nn.Module):

@@ -38,10 +38,23 @@ class TransformerConfig:
   norm_position: str = 'pre'
   activation: str = 'gelu'
   activation_dropout_rate: float = 0.0
+  # Not `config.model` keys of every task: a task whose model reads them sets them (the language model's
+  # GPT-2 form). Biases in every projection and layer norm; 0: Flax's initialisers (LeCun normal kernels), > 0:
+  # every kernel N(0, init_std) and the projections into the residual stream N(0, init_std / sqrt(2 layers))
+  # (GPT-2, section 2.3; nanoGPT).
+  use_bias: bool = True
+  init_std: float = 0.0
 
   @property
   def head_dim(self) -> int:
     return self.qkv_dim // self.num_heads
+
+  def kernel_init(self, *, into_residual: bool = False) -> nn.initializers.Initializer:
+    """The initialiser of a projection's kernel; `into_residual` for one whose output is added to the residual
+    stream (attention's output, the MLP's second layer)."""
+    if not self.init_std:
+      return nn.linear.default_kernel_init
+    return nn.initializers.normal(self.init_std / (2 * self.num_layers) ** 0.5 if into_residual else self.init_std)
 
 
 CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
@@ -140,6 +153,16 @@ def padded_length(length: int, multiple: int) -> int:
   return -(-length // multiple) * multiple
 
 
+def randomized_positions(key: jax.Array, length: int, max_position: int) -> jax.Array:
+  """`length` distinct positions from [0, max_position), drawn uniformly without replacement and sorted:
+  int32 [1, length], shared by the batch."""
+  if length > max_position:  # Beyond the positions training drew from: as an encoding's table ending.
+    raise encodings.CannotExtrapolate(f'model.randomized_positions={max_position} cannot place an input of '
+                                      f'{length} positions: it must be at least the longest input (with the CLS '
+                                      'token, if any)')
+  return jnp.sort(jax.random.choice(key, max_position, (length,), replace=False)).astype(jnp.int32)[None]
+
+
 def create_encoding(cfg: TransformerConfig) -> encodings.PositionalEncoding:
   """The positional encoding module of the model `cfg` describes."""
   return encodings.create(cfg.pos_encoding, cfg.pos_encoding_options, max_len=cfg.max_len, dim=cfg.emb_dim,
@@ -152,12 +175,16 @@ class MlpBlock(nn.Module):
   dropout_rate: float
   dtype: jnp.dtype = jnp.float32
   activation: str = 'gelu'
+  use_bias: bool = True
+  kernel_init: nn.initializers.Initializer = nn.linear.default_kernel_init
+  out_kernel_init: nn.initializers.Initializer = nn.linear.default_kernel_init
 
   @nn.compact
   def __call__(self, x: Array, *, deterministic: bool) -> Array:
-    y = ACTIVATIONS[self.activation](nn.Dense(self.mlp_dim, dtype=self.dtype)(x))
+    dense = lambda features, init: nn.Dense(features, dtype=self.dtype, use_bias=self.use_bias, kernel_init=init)
+    y = ACTIVATIONS[self.activation](dense(self.mlp_dim, self.kernel_init)(x))
     y = Dropout(self.dropout_rate)(y, deterministic=deterministic)
-    return nn.Dense(x.shape[-1], dtype=self.dtype)(y)
+    return dense(x.shape[-1], self.out_kernel_init)(y)
 
 
 def residual(cfg: TransformerConfig, x: Array, sublayer: Callable[[Array], Array], *, deterministic: bool) -> Array:
@@ -165,18 +192,27 @@ def residual(cfg: TransformerConfig, x: Array, sublayer: Callable[[Array], Array
   sublayer's input ('pre') or the sum ('post'). Called inside a block, whose layer norms these become."""
   dropout = functools.partial(Dropout(cfg.dropout_rate), deterministic=deterministic)
   if cfg.norm_position == 'pre':
-    return x + dropout(sublayer(nn.LayerNorm()(x)))
-  return nn.LayerNorm()(x + dropout(sublayer(x)))
+    return x + dropout(sublayer(nn.LayerNorm(use_bias=cfg.use_bias)(x)))
+  return nn.LayerNorm(use_bias=cfg.use_bias)(x + dropout(sublayer(x)))
 
 
 def mlp_block(cfg: TransformerConfig) -> MlpBlock:
   """The MLP sublayer `cfg` describes."""
-  return MlpBlock(cfg.mlp_dim, cfg.activation_dropout_rate, cfg.dtype, cfg.activation)
+  return MlpBlock(cfg.mlp_dim, cfg.activation_dropout_rate, cfg.dtype, cfg.activation, cfg.use_bias,
+                  cfg.kernel_init(), cfg.kernel_init(into_residual=True))
+
+
+def attention_layer(cfg: TransformerConfig, name: str | None = None, *, decode: bool = False) -> MultiHeadAttention:
+  """An attention sublayer as `cfg` describes it (with a key/value cache under `decode`)."""
+  return MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=decode, dtype=cfg.dtype,
+                            implementation=cfg.attention_implementation, use_bias=cfg.use_bias,
+                            kernel_init=cfg.kernel_init(), out_kernel_init=cfg.kernel_init(into_residual=True),
+                            name=name)
 
 
 def final_norm(cfg: TransformerConfig, x: Array) -> Array:
   """The stack's output: layer-normalised after pre-LN blocks (whose residual stream is not), as is."""
-  return nn.LayerNorm(name='final_norm')(x) if cfg.norm_position == 'pre' else x
+  return nn.LayerNorm(use_bias=cfg.use_bias, name='final_norm')(x) if cfg.norm_position == 'pre' else x
 
 
 def _block(module: type[nn.Module], cfg: TransformerConfig) -> type[nn.Module]:
@@ -192,10 +228,9 @@ class EncoderBlock(nn.Module):
   @nn.compact
   def __call__(self, x: Array, key_valid: Array, terms: encodings.AttentionTerms) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    attention_layer = MultiHeadAttention(cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, dtype=cfg.dtype,
-                                         implementation=cfg.attention_implementation)
-    x = residual(cfg, x, lambda y: attention_layer(y, y, key_valid=key_valid, terms=terms,
-                                                   deterministic=deterministic), deterministic=deterministic)
+    self_attention = attention_layer(cfg)
+    x = residual(cfg, x, lambda y: self_attention(y, y, key_valid=key_valid, terms=terms,
+                                                  deterministic=deterministic), deterministic=deterministic)
     return residual(cfg, x, lambda y: mlp_block(cfg)(y, deterministic=deterministic), deterministic=deterministic)
 
 
@@ -240,41 +275,43 @@ class Encoder(nn.Module):
 
 
 class DecoderBlock(nn.Module):
+  """Causal self-attention, cross-attention to an encoder's output where there is one, MLP."""
   config: TransformerConfig
   deterministic: bool
   decode: bool = False
 
   @nn.compact
-  def __call__(self, x: Array, encoded: Array, self_valid: Array | None, encoder_valid: Array,
+  def __call__(self, x: Array, encoded: Array | None, self_valid: Array | None, encoder_valid: Array | None,
                terms: encodings.AttentionTerms, cache_index: Array | None) -> Array:
     cfg, deterministic = self.config, self.deterministic
-    attention_layer = lambda name, decode=False: MultiHeadAttention(
-        cfg.num_heads, cfg.qkv_dim, cfg.attention_dropout_rate, decode=decode, dtype=cfg.dtype,
-        implementation=cfg.attention_implementation, name=name)
-    self_attention, cross_attention = attention_layer('self_attention', self.decode), attention_layer('cross_attention')
+    self_attention = attention_layer(cfg, 'self_attention', decode=self.decode)
     x = residual(cfg, x, lambda y: self_attention(
         y, y, key_valid=self_valid, causal=cache_index is None, terms=terms, deterministic=deterministic,
         cache_index=cache_index), deterministic=deterministic)
-    x = residual(cfg, x, lambda y: cross_attention(
-        y, encoded, key_valid=encoder_valid, terms=encodings.AttentionTerms(), deterministic=deterministic),
-        deterministic=deterministic)
+    if encoded is not None:
+      cross_attention = attention_layer(cfg, 'cross_attention')
+      x = residual(cfg, x, lambda y: cross_attention(
+          y, encoded, key_valid=encoder_valid, terms=encodings.AttentionTerms(), deterministic=deterministic),
+          deterministic=deterministic)
     return residual(cfg, x, lambda y: mlp_block(cfg)(y, deterministic=deterministic), deterministic=deterministic)
 
 
 class Decoder(nn.Module):
-  """Causal decoder over embedded target inputs, attending to `encoded` where `encoder_valid`.
+  """Causal decoder over embedded inputs [batch, length, emb_dim], attending to `encoded` where
+  `encoder_valid` (an encoder-decoder's), or to nothing else (`encoded` None: a decoder-only language model).
 
   Positional terms act on self-attention only (causal biases and rotations); cross-attention
-  has no positional terms. With `decode=True` a full-length call shapes the cache
-  (`config.max_len` positions), then each call takes the next single token; its position
-  is the cache's step counter, so additive tables, rotations and biases see the same
-  positions as in a full forward pass.
+  has no positional terms. `positions` [1, length] replaces 0 ... length - 1 (randomized positions).
+  With `decode=True` a full-length call shapes the cache (`config.max_len` positions), then each call
+  takes the next single token; its position is the cache's step counter, so additive tables, rotations
+  and biases see the same positions as in a full forward pass.
   """
   config: TransformerConfig
   decode: bool = False
 
   @nn.compact
-  def __call__(self, x: Array, encoded: Array, *, encoder_valid: Array, deterministic: bool) -> Array:
+  def __call__(self, x: Array, encoded: Array | None = None, *, encoder_valid: Array | None = None,
+               positions: Array | None = None, deterministic: bool) -> Array:
     cfg = self.config
     encoding = create_encoding(cfg)
     stepping = self.decode and self.has_variable('cache', 'index')
@@ -286,7 +323,9 @@ class Decoder(nn.Module):
       cache_index = step.value
       step.value = step.value + 1
     else:
-      positions = key_positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
+      if positions is None:
+        positions = jnp.arange(x.shape[1], dtype=jnp.int32)[None]
+      key_positions = positions
       self_valid = cache_index = None  # Causal: each position sees itself and those before it.
     x = encoding.add_to_inputs(x, positions)
     x = Dropout(cfg.dropout_rate)(x, deterministic=deterministic)

@@ -1,7 +1,11 @@
 """Fail-fast config validation, so a typo is an error before anything compiles."""
+import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 import ml_collections
+
+SettingsT = TypeVar('SettingsT')
 
 
 # Keys that had two meanings, or one name with another key, and what replaced them.
@@ -44,16 +48,29 @@ def task_of(config: Mapping) -> str:
 
 
 def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before four keys were added, with them, at the values that give the behaviour from
-  before: `task`; ListOps' model.length_multiple; translation's loss.chunk_tokens and data.tokenizer.lowercase.
+  """A config.json written before five keys were added, with them, at the values that give the behaviour from
+  before: `task`; optimizer.min_learning_rate (a cosine decayed to 0); ListOps' model.length_multiple;
+  translation's loss.chunk_tokens and data.tokenizer.lowercase.
 
-  Only these: they are what config.json files committed under results/ lack (2026-11-28;
+  Only these: they are what config.json files committed under results/ lack (2026-12-01;
   tests/test_experiments.py reads every one).
   """
   config.setdefault('task', task_of(config))
+  config['optimizer'].setdefault('min_learning_rate', 0.0)
   if config['task'] == 'translation':
     config['loss'].setdefault('chunk_tokens', 0)  # Automatic: the chunk changes the speed, not the loss.
     config['data']['tokenizer'].setdefault('lowercase', False)
-  else:
+  elif config['task'] == 'listops':
     config['model'].setdefault('length_multiple', 1)  # Padding changes how attention computes, not what.
   return config
+
+
+def section_keys(settings: type) -> tuple[str, ...]:
+  """The config keys of a section read into the dataclass `settings`: its fields, the schema written once."""
+  return tuple(field.name for field in dataclasses.fields(settings))
+
+
+def read_section(section: ml_collections.ConfigDict, path: str, settings: type[SettingsT]) -> SettingsT:
+  """`section` (at `path`) as the dataclass `settings`, its keys checked against the fields first."""
+  check_keys(section, path, section_keys(settings))
+  return settings(**section.to_dict())

@@ -26,6 +26,7 @@ class Task:
     artifacts: JSON data a checkpoint is only valid with (a vocabulary): saved with every
       checkpoint, and a resume with different artifacts is refused.
     baselines: reference scores reported beside the results (majority-class accuracy).
+    data_report: what the task found in its data that results.json reports (characters outside the vocabulary).
     settings: the trainer's settings, read from the config once by the task's factory; its
       `evaluation.selection_metric` (higher is better) picks the best checkpoint: one of `metrics`' or of
       `score_validation`'s.
@@ -54,6 +55,7 @@ class Task:
   baselines: dict[str, float]
   settings: TrainerSettings
   test_splits: tuple[str, ...] = ('test',)
+  data_report: dict[str, Any] = dataclasses.field(default_factory=dict)
   score_test: Callable[[Params, str, str], dict[str, Any]] | None = None
   score_validation: Callable[[Params], dict[str, float]] | None = None
   attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -151,7 +151,7 @@ def train_and_evaluate(workdir: str, task: Task, should_stop: Callable[[int], bo
     if settings.evaluation.average_last:
       results['averaged'] = evaluation.test_average(checkpoints, state.params, p_eval_step, task)
     results |= {'status': 'finished', 'step': step, 'training_ended': ended, 'config': settings.config_record,
-                'baselines': task.baselines,
+                'baselines': task.baselines, **({'data': task.data_report} if task.data_report else {}),
                 'train_seconds_this_run': runs[-1]['train_seconds'], 'steps_this_run': step - first_step,
                 'train_seconds_total': sum(run['train_seconds'] for run in runs), 'runs': runs,
                 'attention': attention_paths, 'provenance': provenance()}

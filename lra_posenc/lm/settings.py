@@ -1,0 +1,92 @@
+"""A language-modelling config, read and checked once at the task's boundary, into frozen settings.
+
+Every check raises ValueError naming the bad key before any text is read; what runs after receives these
+settings, not the ConfigDict. The data section's keys are `DataSettings`' fields.
+"""
+import dataclasses
+
+import ml_collections
+
+from lra_posenc.lm.input_pipeline import LEVELS
+from lra_posenc.models.language_model import LanguageModel
+from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.training.config_checks import check_keys, read_section
+from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.validation import check_choice, check_range
+
+TASK = 'lm'
+# The model's keys beside the Transformer stack's: GPT-2's biases and initialisation (models.transformer), and
+# randomized positions (models.language_model).
+MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions')
+# What picks the best checkpoint (higher is better): the validation split's mean log-probability of a token
+# (nats; minus the loss), or its next-token accuracy.
+SELECTION_METRICS = ('log_likelihood', 'accuracy')
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+  """`config.data`: one text file cut into training and validation as nanoGPT cuts it (the last
+  `validation_fraction` validates), or a directory of train.txt, valid.txt and test.txt (`data_dir`); tokens of
+  characters or bytes (`level`, one of input_pipeline.LEVELS); the training window (`block_size`)."""
+  text_file: str
+  data_dir: str
+  level: str
+  block_size: int
+  validation_fraction: float
+
+  def __post_init__(self):
+    if bool(self.text_file) == bool(self.data_dir):
+      raise ValueError('set exactly one of data.text_file (one file, cut into training and validation) and '
+                       f'data.data_dir (train.txt, valid.txt, test.txt); got {self.text_file!r} and {self.data_dir!r}')
+    check_choice('data.level', self.level, LEVELS)
+    check_range('data.block_size', self.block_size, at_least=1)
+    check_range('data.validation_fraction', self.validation_fraction, above=0, below=1)
+
+  @property
+  def test_splits(self) -> tuple[str, ...]:
+    """The splits the best checkpoint is scored on: a directory's test split, or one file's validation part."""
+    return ('validation',) if self.text_file else ('test',)
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageModelSettings:
+  """A language-modelling config: the trainer's sections, the data and the model."""
+  trainer: TrainerSettings
+  data: DataSettings
+  model: LanguageModel
+
+
+def read_settings(config: ml_collections.ConfigDict) -> LanguageModelSettings:
+  """Checks every section before any text is read; raises ValueError naming the bad key."""
+  trainer = read_trainer_settings(config, TASK)
+  check_choice('evaluation.selection_metric', config.evaluation.selection_metric, SELECTION_METRICS)
+  data = read_data(config.data)
+  return LanguageModelSettings(trainer=trainer, data=data, model=read_model(config.model, data, vocab_size=1))
+
+
+def read_data(data: ml_collections.ConfigDict) -> DataSettings:
+  try:
+    return read_section(data, 'data', DataSettings)
+  except TypeError as error:  # A value of the wrong type reaches a comparison.
+    raise ValueError(f'data: {error}') from None
+
+
+def read_model(model: ml_collections.ConfigDict, data: DataSettings, *, vocab_size: int) -> LanguageModel:
+  """The language model `config.model` describes, for `data`'s windows and a vocabulary of `vocab_size` tokens
+  (known once the training text is read)."""
+  check_keys(model, 'model', MODEL_KEYS)
+  if not isinstance(model.use_bias, bool):
+    raise ValueError(f'model.use_bias must be True or False, got {model.use_bias!r}')
+  check_range('model.init_std', model.init_std, above=0, why="GPT-2's initialisation; the embeddings' too")
+  check_range('model.randomized_positions', model.randomized_positions, at_least=0)
+  if model.randomized_positions and model.randomized_positions < data.block_size:
+    raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least '
+                     f'data.block_size={data.block_size}')
+  transformer = transformer_config(model, max_len=max(data.block_size, model.randomized_positions))
+  transformer = dataclasses.replace(transformer, use_bias=model.use_bias, init_std=model.init_std)
+  return LanguageModel(transformer, vocab_size=vocab_size, randomized_positions=model.randomized_positions)
+
+
+def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:
+  """The Transformer stack a language-modelling config describes, at the positions it trains."""
+  return read_model(config.model, read_data(config.data), vocab_size=1).config

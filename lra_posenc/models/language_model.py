@@ -1,0 +1,63 @@
+"""Decoder-only causal Transformer language model in GPT-2's form (Radford et al. 2019; nanoGPT).
+
+Token embeddings, the positional encoding (added to the inputs or acting in attention, as the encoding
+says), pre-LayerNorm causal blocks without cross-attention, a final LayerNorm, and output logits from
+the token embedding table transposed (tied). Biases and the initialisation follow `TransformerConfig`
+(`use_bias`, `init_std`); the embedding table is N(0, `init_std`), as GPT-2's.
+"""
+import chex
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from lra_posenc.models.seq2seq import output_logits
+from lra_posenc.models.transformer import Decoder, TransformerConfig, randomized_positions
+
+Array = jax.Array
+
+
+class LanguageModel(nn.Module):
+  """Next-token logits [batch, length, vocab] (float32) for token ids [batch, length].
+
+  With `randomized_positions` = L > 0 (Ruoss et al. 2023) training reads positions drawn from [0, L)
+  without replacement and sorted, one draw per call from the 'positions' RNG stream; evaluation and
+  generation read 0 ... length - 1, so an input of up to L tokens sits at positions training has seen.
+  `config.max_len` must cover L. With `decode=True` the model keeps a key/value cache
+  (`MultiHeadAttention`): a first call with [batch, max_len] ids shapes it, each later call takes one
+  token per row.
+  """
+  config: TransformerConfig
+  vocab_size: int
+  randomized_positions: int = 0
+  decode: bool = False
+
+  def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool, bool]]:
+    """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's
+    terms, keys padded): causal, never padded."""
+    return {'decoder self-attention': (length, length, True, False)}
+
+  @nn.compact
+  def __call__(self, tokens: Array, *, train: bool) -> Array:
+    chex.assert_rank(tokens, 2)  # [batch, length]: a single sequence needs its batch axis.
+    chex.assert_type(tokens, int)
+    cfg = self.config
+    embed = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(cfg.init_std or 1.0),
+                     name='embed')
+    positions = None
+    if self.randomized_positions and train:
+      positions = randomized_positions(self.make_rng('positions'), tokens.shape[1], self.randomized_positions)
+    states = Decoder(cfg, decode=self.decode, name='decoder')(embed(tokens), positions=positions,
+                                                               deterministic=not train)
+    return output_logits(states.astype(cfg.dtype), embed.embedding.astype(cfg.dtype), None)
+
+
+def next_token_sums(logits: Array, targets: Array, weight: Array) -> dict[str, Array]:
+  """Sums over the weighted target tokens: negative log-likelihood (nats), its bits, and correct top-1
+  predictions; 'count' is the summed weight. `logits` [batch, length, vocab], `targets` and `weight`
+  [batch, length]."""
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  nll = jnp.where(weight > 0, nll * weight, 0.0).sum()
+  correct = ((jnp.argmax(logits, -1) == targets) * weight).sum()
+  return {'loss': nll, 'log_likelihood': -nll, 'bits_per_token': nll / jnp.log(2.0), 'accuracy': correct,
+          'count': weight.sum()}
