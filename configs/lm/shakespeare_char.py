@@ -85,6 +85,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.evaluation.selection_metric = 'log_likelihood'  # Minus the validation loss: higher is better.
   config.evaluation.average_last = 0
 
+  # The best checkpoint scored on the test splits in windows of block_size times each multiple (Press et al.
+  # 2022); RoPE's options that stretch positions are also scored set to the ratio, zero-shot.
+  config.scoring = ml_collections.ConfigDict()
+  config.scoring.length_multiples = (1, 2, 4, 8, 16)
+  config.scoring.sliding_stride = 0  # > 0: windows slide by this many tokens, each scoring its last ones.
+  config.scoring.stretch_options = ('interpolation_factor', 'ntk_factor')
+
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 250
   config.checkpoint.max_to_keep = 2

@@ -117,17 +117,26 @@ class TokenSplit:
              'weight': np.ones(len(windows), np.float32)}
       index += 1
 
-  def scoring_windows(self, length: int) -> ArrayDataset:
-    """Non-overlapping windows of `length` inputs and their next tokens: every token but the first is a target
-    once; the last window is padded, its padding masked."""
+  def scoring_windows(self, length: int, stride: int = 0) -> ArrayDataset:
+    """Windows of `length` inputs and their next tokens in which every token but the first is scored once.
+
+    Without `stride` (or with `stride` = `length`) the windows do not overlap. With a smaller `stride`, window k
+    starts at k * stride and scores only its last `stride` targets, so every target but the first window's has at
+    least `length - stride` tokens before it in its window; the first window scores all of its targets. The last
+    window is padded, its padding masked.
+    """
     self.check_length(2, 'scoring (a token and the next)')
+    stride = stride or length
+    if not 0 < stride <= length:
+      raise ValueError(f'a scoring stride of {stride} tokens must be in [1, {length}], the window')
     targets = len(self.ids) - 1
-    count = -(-targets // length)
-    padded = np.zeros(count * length + 1, np.int32)
+    count = 1 + -(-max(targets - length, 0) // stride)
+    positions = (np.arange(count) * stride)[:, None] + np.arange(length)
+    padded = np.zeros(positions.max() + 2, np.int32)
     padded[:len(self.ids)] = self.ids
-    positions = np.arange(count * length).reshape(count, length)
+    scored = (np.arange(count)[:, None] == 0) | (np.arange(length) >= length - stride)
     return ArrayDataset({'inputs': padded[positions], 'targets': padded[positions + 1],
-                         'mask': (positions < targets).astype(np.float32)})
+                         'mask': ((positions < targets) & scored).astype(np.float32)})
 
   def eval_batches(self, batch_size: int, length: int) -> CountedBatches:
     return self.scoring_windows(length).eval_batches(batch_size)

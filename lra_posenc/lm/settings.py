@@ -7,6 +7,7 @@ import dataclasses
 
 import ml_collections
 
+from lra_posenc import encodings
 from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
@@ -21,6 +22,7 @@ MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions')
 # What picks the best checkpoint (higher is better): the validation split's mean log-probability of a token
 # (nats; minus the loss), or its next-token accuracy.
 SELECTION_METRICS = ('log_likelihood', 'accuracy')
+TASK_SECTIONS = ('scoring',)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,24 +46,49 @@ class DataSettings:
 
   @property
   def test_splits(self) -> tuple[str, ...]:
-    """The splits the best checkpoint is scored on: a directory's test split, or one file's validation part."""
-    return ('validation',) if self.text_file else ('test',)
+    """The splits the best checkpoint is scored on, the headline first: a directory's test and validation
+    splits, or one file's validation part."""
+    return ('validation',) if self.text_file else ('test', 'validation')
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringSettings:
+  """`config.scoring`: how the best checkpoint is scored on the test splits beside the trainer's scores. Windows of
+  `data.block_size` times each of `length_multiples` tokens; `sliding_stride` > 0 slides them by that many tokens,
+  each scoring only its last `sliding_stride` targets (0: non-overlapping windows); `stretch_options` name encoding
+  options that are also scored set to the length's ratio to the training window, for encodings that have them
+  (RoPE's position interpolation and NTK-aware scaling, applied zero-shot)."""
+  length_multiples: tuple[int, ...]
+  sliding_stride: int
+  stretch_options: tuple[str, ...]
+
+  def __post_init__(self):
+    object.__setattr__(self, 'length_multiples', tuple(self.length_multiples))
+    object.__setattr__(self, 'stretch_options', tuple(self.stretch_options))
+    if not self.length_multiples or any(not isinstance(m, int) or m < 1 for m in self.length_multiples):
+      raise ValueError(f'scoring.length_multiples={self.length_multiples} must be whole numbers >= 1')
+    check_range('scoring.sliding_stride', self.sliding_stride, at_least=0)
+    options = {f.name for cls in encodings.REGISTRY.values() for f in dataclasses.fields(cls.Options)}
+    for option in self.stretch_options:
+      check_choice('scoring.stretch_options', option, sorted(options))
 
 
 @dataclasses.dataclass(frozen=True)
 class LanguageModelSettings:
-  """A language-modelling config: the trainer's sections, the data and the model."""
+  """A language-modelling config: the trainer's sections, the data, the model and its scoring."""
   trainer: TrainerSettings
   data: DataSettings
   model: LanguageModel
+  scoring: ScoringSettings
 
 
 def read_settings(config: ml_collections.ConfigDict) -> LanguageModelSettings:
   """Checks every section before any text is read; raises ValueError naming the bad key."""
-  trainer = read_trainer_settings(config, TASK)
+  trainer = read_trainer_settings(config, TASK, TASK_SECTIONS)
   check_choice('evaluation.selection_metric', config.evaluation.selection_metric, SELECTION_METRICS)
   data = read_data(config.data)
-  return LanguageModelSettings(trainer=trainer, data=data, model=read_model(config.model, data, vocab_size=1))
+  return LanguageModelSettings(trainer=trainer, data=data, model=read_model(config.model, data, vocab_size=1),
+                               scoring=read_section(config.scoring, 'scoring', ScoringSettings))
 
 
 def read_data(data: ml_collections.ConfigDict) -> DataSettings:

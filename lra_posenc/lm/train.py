@@ -17,7 +17,7 @@ import numpy as np
 from absl import logging
 
 from lra_posenc import benchmarking
-from lra_posenc.lm import input_pipeline
+from lra_posenc.lm import input_pipeline, scoring
 from lra_posenc.lm.input_pipeline import Vocabulary
 from lra_posenc.lm.settings import read_settings
 from lra_posenc.models import flops
@@ -81,6 +81,9 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   model = settings.model.clone(vocab_size=vocabulary.size)
   batch_size, block_size = trainer_settings.training.batch_size, data.block_size
   example = jnp.zeros((1, block_size), jnp.int32)
+  scorer = scoring.LengthScorer(model, block_size, settings.scoring.length_multiples, settings.scoring.sliding_stride,
+                                trainer_settings.evaluation.batch_size,
+                                scoring.stretch_options(model, settings.scoring.stretch_options))
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(language_model_metrics, model),
@@ -95,6 +98,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
       data_report={f'{name}_characters_outside_vocabulary': split.unknown for name, split in splits.items()
                    if name != 'train'},
       test_splits=data.test_splits,
+      score_test=lambda params, split, which: scorer.score(params, splits[split], f'{which}: scoring {split}'),
       count_unit='tokens')
 
 

@@ -1,0 +1,107 @@
+"""A language model scored at and past its training length (Press et al. 2022's protocol).
+
+Each split is scored in windows of every length asked for (multiples of the training window): non-overlapping,
+or sliding by a stride with each window scoring only its last `stride` targets (the first scores all), so every
+target is scored once. Beside the loss and bits per token of each length, the loss by position inside the window
+shows where an encoding breaks. An encoding that cannot represent a length (a learned table) is "not measured",
+with its reason. Options that stretch a trained model's positions zero-shot (RoPE's `interpolation_factor`,
+`ntk_factor`), where the encoding has them, are also scored set to the length's ratio to the training window.
+"""
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lra_posenc import encodings, progress
+from lra_posenc.lm.input_pipeline import TokenSplit
+from lra_posenc.models.language_model import LanguageModel
+from lra_posenc.training.placement import AXIS, host_copy, shard
+from lra_posenc.training.steps import sum_over_devices
+
+POSITION_BINS = 32  # The loss by position is reported as the mean over this many equal spans of the window.
+
+
+def position_sums(model: LanguageModel, params: Any, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """Summed negative log-likelihood and weight of the targets at each window position [length], over every
+  device's rows."""
+  logits = model.apply({'params': params}, batch['inputs'], train=False)
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+  nll = -jnp.take_along_axis(log_probs, batch['targets'][..., None], axis=-1)[..., 0]
+  weight = batch['mask'] * batch['weight'][:, None]
+  return sum_over_devices({'nll': jnp.where(weight > 0, nll * weight, 0.0).sum(0), 'count': weight.sum(0)})
+
+
+def scaled(model: LanguageModel, option: str, factor: float) -> LanguageModel:
+  """`model` with its encoding's `option` set to `factor` (a zero-shot stretch of its positions)."""
+  cfg = model.config
+  options = dataclasses.replace(cfg.pos_encoding_options, **{option: factor})
+  return model.clone(config=dataclasses.replace(cfg, pos_encoding_options=options))
+
+
+def stretch_options(model: LanguageModel, names: tuple[str, ...]) -> tuple[str, ...]:
+  """Which of the option `names` the model's encoding has."""
+  fields = {field.name for field in dataclasses.fields(model.config.pos_encoding_options)}
+  return tuple(name for name in names if name in fields)
+
+
+@dataclasses.dataclass
+class LengthScorer:
+  """Scores parameters (replicated over the local devices) on a split at each length; compiles each model and
+  length once."""
+  model: LanguageModel
+  block_size: int
+  length_multiples: tuple[int, ...]
+  sliding_stride: int
+  batch_size: int  # Windows of `block_size` per batch: longer windows take as many tokens.
+  stretch: tuple[str, ...]
+  _steps: dict = dataclasses.field(default_factory=dict)
+
+  def _step(self, model: LanguageModel) -> Callable:
+    if model not in self._steps:
+      self._steps[model] = jax.pmap(functools.partial(position_sums, model), axis_name=AXIS)
+    return self._steps[model]
+
+  def windows_per_batch(self, length: int) -> int:
+    """As many tokens as `batch_size` windows of the training length, in a multiple of the devices."""
+    devices = jax.device_count()
+    return max(devices, self.batch_size * self.block_size // length // devices * devices)
+
+  def score_length(self, model: LanguageModel, params: Any, split: TokenSplit, length: int, what: str
+                   ) -> dict[str, Any]:
+    """Loss and bits per token of `split` in windows of `length`, the loss by position, and the tokens scored;
+    or why the model cannot be scored there."""
+    stride = min(self.sliding_stride, length) if self.sliding_stride else length
+    step = self._step(model)
+    totals = None
+    try:
+      batches = split.scoring_windows(length, stride).eval_batches(self.windows_per_batch(length))
+      for batch in progress.track(batches, what, unit='batches'):
+        sums = host_copy(step(params, shard(batch)))
+        totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
+    except encodings.CannotExtrapolate as error:
+      return {'not_measured': str(error)}
+    nll, count = totals['nll'].astype(np.float64), totals['count'].astype(np.float64)
+    loss = float(nll.sum() / count.sum())
+    bins = np.array_split(np.arange(length), min(POSITION_BINS, length))
+    return {'loss': loss, 'bits_per_token': loss / math.log(2), 'tokens': int(count.sum()),
+            'loss_by_position': [float(nll[b].sum() / max(count[b].sum(), 1)) for b in bins],
+            'position_bin_starts': [int(b[0]) for b in bins]}
+
+  def score(self, params: Any, split: TokenSplit, what: str) -> dict[str, Any]:
+    """Every length's scores, as results.json keeps them: 'by_length' maps a window length to its scores, and
+    'by_length_OPTION' the same with the encoding's OPTION set to the length's ratio to the training window."""
+    lengths = [self.block_size * multiple for multiple in self.length_multiples]
+    scores = {'by_length': {str(length): self.score_length(self.model, params, split, length,
+                                                           f'{what}, windows of {length}')
+                            for length in lengths}}
+    for option in self.stretch:
+      scores[f'by_length_{option}'] = {
+          str(length): self.score_length(scaled(self.model, option, length / self.block_size), params, split,
+                                         length, f'{what}, windows of {length}, {option}={length // self.block_size}')
+          for length in lengths if length > self.block_size}
+    return scores

@@ -1,0 +1,315 @@
+"""Causal language modelling: the decoder-only model, its text pipeline, its config and its training."""
+import dataclasses
+import functools
+import gzip
+import json
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from configs.lm import shakespeare_char
+from lra_posenc import encodings
+from lra_posenc.lm import input_pipeline, settings, train
+from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
+from lra_posenc.models.language_model import LanguageModel
+from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.training import optim, trainer
+from lra_posenc.training.batches import HostShard
+
+SHAKESPEARE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '..', 'shared', 'data',
+                           'tinyshakespeare', 'input.txt')
+
+
+def small_model(pos_encoding: str, *, max_len: int = 16, vocab_size: int = 11, **overrides) -> LanguageModel:
+  cfg = TransformerConfig(emb_dim=16, num_heads=2, num_layers=2, qkv_dim=16, mlp_dim=32, dropout_rate=0.0,
+                          attention_dropout_rate=0.0, pos_encoding=pos_encoding,
+                          pos_encoding_options=encodings.REGISTRY[pos_encoding].Options(), max_len=max_len,
+                          use_bias=False, init_std=0.02)
+  return LanguageModel(dataclasses.replace(cfg, **overrides), vocab_size=vocab_size)
+
+
+def random_params(model: LanguageModel, tokens: jax.Array) -> dict:
+  """Parameters far from initialisation (every leaf perturbed), so that biases and gates are not at their
+  symmetric starting values."""
+  params = model.init(jax.random.PRNGKey(0), tokens, train=False)['params']
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+  return jax.tree.unflatten(tree, [leaf + 0.3 * jax.random.normal(key, leaf.shape) for leaf, key in zip(leaves, keys)])
+
+
+def tokens(length: int = 12) -> jax.Array:
+  return jax.random.randint(jax.random.PRNGKey(2), (2, length), 1, 11)
+
+
+# The model.
+
+@pytest.mark.parametrize('pos_encoding', list(encodings.REGISTRY))
+def test_changing_a_later_token_changes_no_earlier_logit(pos_encoding):
+  model = small_model(pos_encoding)
+  before_tokens = tokens()
+  params = random_params(model, before_tokens)
+  changed = before_tokens.at[:, 7].set(before_tokens[:, 7] % 10 + 1)
+  before = model.apply({'params': params}, before_tokens, train=False)
+  after = model.apply({'params': params}, changed, train=False)
+  # Logits at t read tokens up to t: those before 7 are computed from the same numbers. Exact for every encoding
+  # but those whose terms sum over keys (masked ones add exact zeros, yet XLA may sum in another order).
+  np.testing.assert_allclose(before[:, :7], after[:, :7], rtol=0, atol=1e-6)
+  assert np.abs(before[:, 7:] - after[:, 7:]).max() > 1e-3  # The change is seen from position 7 on.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('pos_encoding', list(encodings.REGISTRY))
+def test_cached_generation_steps_equal_the_full_forward_pass(pos_encoding):
+  model = small_model(pos_encoding)
+  inputs = tokens()
+  params = random_params(model, inputs)
+  full = model.apply({'params': params}, inputs, train=False)
+  stepper = model.clone(decode=True)
+  cache = stepper.init(jax.random.PRNGKey(0), jnp.ones((2, model.config.max_len), jnp.int32), train=False)['cache']
+  cache = jax.tree.map(jnp.zeros_like, cache)
+  step = jax.jit(functools.partial(stepper.apply, train=False, mutable=['cache']))
+  stepwise = []
+  for t in range(inputs.shape[1]):
+    logits, updated = step({'params': params, 'cache': cache}, inputs[:, t:t + 1])
+    cache = updated['cache']
+    stepwise.append(logits[:, 0])
+  # Same float32 arithmetic in another order; logits are O(1).
+  np.testing.assert_allclose(jnp.stack(stepwise, axis=1), full, atol=2e-5)
+
+
+def test_the_parameters_are_nanogpts_for_its_cpu_recipe():
+  """nanoGPT's GPT at n_layer 4, n_embd 128, block 64, bias False: per block c_attn 128 x 384 and c_proj
+  128 x 128, c_fc 128 x 512 and c_proj 512 x 128, two LayerNorm weights; wte (tied to lm_head), wpe, ln_f.
+  The vocabulary here is Tiny Shakespeare's 65 characters and the unknown one."""
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = 'unused'
+  model = settings.read_settings(config).model.clone(vocab_size=66)
+  params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 64), jnp.int32), train=False)['params']
+  d, layers = 128, 4
+  per_block = d * 3 * d + d * d + d * 4 * d + 4 * d * d + 2 * d
+  assert sum(x.size for x in jax.tree.leaves(params)) == layers * per_block + 66 * d + 64 * d + d
+  assert not [path for path, _ in jax.tree_util.tree_leaves_with_path(params) if 'bias' in jax.tree_util.keystr(path)]
+
+
+def test_kernels_start_as_gpt2s():
+  """N(0, 0.02), and N(0, 0.02 / sqrt(2 layers)) for the projections into the residual stream."""
+  model = small_model('learned', emb_dim=64, qkv_dim=64, mlp_dim=256)
+  params = model.init(jax.random.PRNGKey(0), tokens(), train=False)['params']
+  block = params['decoder']['block_0']
+  residual_std = 0.02 / math.sqrt(2 * 2)
+  for kernel, std in ((block['self_attention']['query']['kernel'], 0.02), (block['MlpBlock_0']['Dense_0']['kernel'], 0.02),
+                      (block['self_attention']['out']['kernel'], residual_std),
+                      (block['MlpBlock_0']['Dense_1']['kernel'], residual_std),
+                      (params['embed']['embedding'], 0.02)):
+    # Within 5 standard errors of a std estimated from n draws (about std / sqrt(2n)).
+    assert abs(float(kernel.std()) - std) < 5 * std / math.sqrt(2 * kernel.size)
+
+
+# Text.
+
+def test_the_character_vocabulary_is_the_training_texts_and_counts_what_it_lacks():
+  vocabulary = Vocabulary.from_training_text('char', 'banana')
+  assert (vocabulary.symbols, vocabulary.size) == ('abn', 4)
+  ids, unknown = vocabulary.encode('bandana!')
+  np.testing.assert_array_equal(ids, [2, 1, 3, 0, 1, 3, 1, 0])
+  assert unknown == 2
+  assert vocabulary.decode(ids) == 'ban\ufffdana\ufffd'
+  assert Vocabulary.from_artifact(json.loads(json.dumps(vocabulary.to_artifact()))) == vocabulary
+
+
+def test_characters_beyond_the_basic_plane_keep_their_order():
+  text = 'zé😀a€'
+  vocabulary = Vocabulary.from_training_text('char', text)
+  ids, unknown = vocabulary.encode(text)
+  assert unknown == 0 and vocabulary.decode(ids) == text
+  assert [vocabulary.symbols[i - 1] for i in sorted(ids)] == sorted(text)
+
+
+def test_bytes_read_any_text():
+  vocabulary = Vocabulary.from_training_text('byte', 'ab')
+  ids, unknown = vocabulary.encode('é!')
+  assert (vocabulary.size, unknown) == (257, 0)
+  np.testing.assert_array_equal(ids, [0xC3 + 1, 0xA9 + 1, ord('!') + 1])
+  assert vocabulary.decode(ids) == 'é!'
+
+
+def test_one_file_is_cut_as_nanogpt_cuts_it(tmp_path):
+  path = tmp_path / 'input.txt'
+  path.write_text('0123456789' * 3)
+  splits = input_pipeline.read_splits(str(path), '', 0.1)
+  assert splits['train'][1] == ('0123456789' * 3)[:27] and splits['validation'][1] == '789'
+  assert 'first 27 characters' in splits['train'][0]
+
+
+def test_a_directory_holds_train_valid_and_test_gzipped_or_not(tmp_path):
+  (tmp_path / 'train.txt').write_text('abc')
+  (tmp_path / 'valid.txt').write_text('ab')
+  with gzip.open(tmp_path / 'test.txt.gz', 'wt') as f:
+    f.write('ca')
+  splits = input_pipeline.read_splits('', str(tmp_path), 0.1)
+  assert {name: text for name, (_, text) in splits.items()} == {'train': 'abc', 'validation': 'ab', 'test': 'ca'}
+
+
+def test_text_that_is_not_utf8_is_refused_at_its_line(tmp_path):
+  path = tmp_path / 'bad.txt'
+  path.write_bytes(b'line one\nline \xff two\n')
+  with pytest.raises(ValueError, match=r'bad\.txt:2: not UTF-8'):
+    input_pipeline.read_text(str(path))
+
+
+@pytest.mark.parametrize('text', ['', 'short'])
+def test_a_text_shorter_than_a_window_is_refused_naming_the_file_and_the_length(tmp_path, text):
+  path = tmp_path / 'input.txt'
+  path.write_text(text)
+  config = training_config(str(path), steps=1)
+  with pytest.raises(ValueError, match=rf'input\.txt \(first {int(len(text) * 0.9)} characters\): '
+                                       rf'{int(len(text) * 0.9)} tokens, but .* needs at least 9'):
+    train.create_task(config, str(tmp_path / 'workdir'))
+
+
+def test_scoring_windows_predict_every_token_but_the_first_once():
+  ids = np.arange(1, 24, dtype=np.int32)  # 23 tokens: 22 targets, windows of 5: four full, one of 2.
+  windows = TokenSplit('test', ids, 0).scoring_windows(5)
+  mask = windows.arrays['mask'].astype(bool)
+  assert windows.size == 5 and mask.sum() == 22
+  np.testing.assert_array_equal(windows.arrays['targets'][mask], ids[1:])
+  np.testing.assert_array_equal(windows.arrays['inputs'][mask], ids[:-1])
+
+
+def test_training_windows_are_a_function_of_seed_and_index_and_hosts_split_them():
+  split = TokenSplit('train', np.arange(100, dtype=np.int32), 0)
+  batches = split.train_batches(8, 6, seed=3, start=0, shard=HostShard(0, 1))
+  first, second = next(batches), next(batches)
+  resumed = next(split.train_batches(8, 6, seed=3, start=1, shard=HostShard(0, 1)))
+  np.testing.assert_array_equal(resumed['inputs'], second['inputs'])
+  np.testing.assert_array_equal(first['targets'], first['inputs'] + 1)  # The next token of each.
+  assert first['inputs'].shape == (8, 6) and first['inputs'].max() <= 98  # The last window ends at the last token.
+  halves = [next(split.train_batches(8, 6, seed=3, start=1, shard=HostShard(host, 2)))['inputs'] for host in (0, 1)]
+  np.testing.assert_array_equal(np.concatenate(halves), second['inputs'])
+
+
+# The config.
+
+def training_config(text_file: str, *, steps: int, pos_encoding: str = 'learned') -> ml_collections.ConfigDict:
+  """The `:cpu` recipe at toy size: windows of 8 characters, a model of 1 layer and width 16."""
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = text_file
+  config.data.block_size = 8
+  config.model.update(emb_dim=16, qkv_dim=16, mlp_dim=32, num_heads=2, num_layers=1, pos_encoding=pos_encoding)
+  config.optimizer.update(warmup_steps=2, learning_rate=1e-2)
+  config.training.update(batch_size=4, num_train_steps=steps, log_every_steps=5)
+  config.evaluation.update(batch_size=8, every_steps=5)
+  config.checkpoint.update(every_steps=5)
+  return config
+
+
+def test_config_variants_read_and_bad_keys_are_named():
+  for variant in shakespeare_char.VARIANTS:
+    config = shakespeare_char.get_config(variant)
+    config.data.text_file = 'input.txt'
+    settings.read_settings(config)
+  config = shakespeare_char.get_config('cpu')
+  with pytest.raises(ValueError, match='set exactly one of data.text_file'):
+    settings.read_settings(config)
+  config.data.text_file = 'input.txt'
+  config.data.level = 'word'
+  with pytest.raises(ValueError, match=r"data.level='word' is not one of \['char', 'byte'\]"):
+    settings.read_settings(config)
+  config.data.level = 'char'
+  config.data.tokens = 1
+  with pytest.raises(ValueError, match=r'data.tokens is not a config key the code reads; valid keys of data: '
+                                       r"\['text_file', 'data_dir', 'level', 'block_size', 'validation_fraction'\]"):
+    settings.read_settings(config)
+  del config.data.tokens
+  config.evaluation.selection_metric = 'loss'
+  with pytest.raises(ValueError, match=r"evaluation.selection_metric='loss' is not one of \['log_likelihood'"):
+    settings.read_settings(config)
+  config.evaluation.selection_metric = 'log_likelihood'
+  config.model.randomized_positions = 32
+  with pytest.raises(ValueError, match='model.randomized_positions=32 must be 0 .* at least data.block_size=64'):
+    settings.read_settings(config)
+
+
+def test_the_cosine_ends_at_the_minimum_learning_rate():
+  config = shakespeare_char.get_config('cpu')
+  schedule = optim.learning_rate_schedule(optim.read_settings(config.optimizer), 2000)
+  np.testing.assert_allclose([schedule(0), schedule(50), schedule(100), schedule(1050), schedule(2000)],
+                             [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4], rtol=1e-5)
+  config.optimizer.schedule = 'rsqrt'
+  with pytest.raises(ValueError, match="optimizer.min_learning_rate=0.0001 is where a cosine schedule ends; "
+                                       "optimizer.schedule='rsqrt' would not read it"):
+    optim.read_settings(config.optimizer)
+
+
+# Training.
+
+@pytest.mark.slow
+def test_training_lowers_the_loss_and_reports_characters_outside_the_vocabulary(tmp_path):
+  path = tmp_path / 'input.txt'
+  path.write_text('abcab' * 200 + 'abcd?' * 4)  # The last 10% (102 characters) holds 'd' and '?' four times each.
+  results = trainer.train_and_evaluate(str(tmp_path / 'run'), train.create_task(training_config(str(path), steps=100),
+                                                                               str(tmp_path / 'run')))
+  history = [json.loads(line) for line in open(tmp_path / 'run' / 'metrics.jsonl')]
+  losses = [record['loss'] for record in history if record['prefix'] == 'train']
+  assert losses[-1] < losses[0] - 0.3
+  assert results['data'] == {'validation_characters_outside_vocabulary': 8}
+  assert results['test_sets']['validation']['loss'] == pytest.approx(results['validation']['loss'])
+  assert json.load(open(tmp_path / 'run' / 'artifacts.json'))['vocabulary'] == {'level': 'char', 'symbols': 'abc'}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(SHAKESPEARE), reason=f'{SHAKESPEARE} is absent')
+def test_tiny_shakespeare_trains(tmp_path):
+  config = training_config(os.path.abspath(SHAKESPEARE), steps=20)
+  config.evaluation.every_steps = 20
+  results = trainer.train_and_evaluate(str(tmp_path), train.create_task(config, str(tmp_path)))
+  assert results['data'] == {'validation_characters_outside_vocabulary': 0}
+  assert results['baselines']['uniform_bits_per_token'] == pytest.approx(math.log2(66))
+  # Below the 4.19 nats of 66 equiprobable characters after 20 steps of 32 characters.
+  assert results['test']['loss'] < math.log(66) - 0.5
+
+
+@pytest.mark.parametrize('length,stride', [(5, 0), (5, 5), (5, 2), (5, 1), (30, 3)])
+def test_sliding_windows_score_every_target_once_with_the_context_they_promise(length, stride):
+  ids = np.arange(1, 24, dtype=np.int32)
+  windows = TokenSplit('test', ids, 0).scoring_windows(length, stride).arrays
+  mask = windows['mask'].astype(bool)
+  np.testing.assert_array_equal(np.sort(windows['targets'][mask]), ids[1:])  # Each once.
+  np.testing.assert_array_equal(windows['targets'][mask] - 1, windows['inputs'][mask])
+  context = np.broadcast_to(np.arange(length), mask.shape)[mask]  # Tokens before a target in its window.
+  first_window = np.zeros_like(mask)
+  first_window[0] = True
+  assert (context[~first_window[mask]] >= length - (stride or length)).all()
+
+
+# Scoring past the training length.
+
+@pytest.mark.slow
+def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_measure(tmp_path):
+  path = tmp_path / 'input.txt'
+  path.write_text(''.join(chr(97 + (i * i) % 7) for i in range(600)))
+  results = {}
+  for pos_encoding in ('learned', 'rope'):
+    config = training_config(str(path), steps=10, pos_encoding=pos_encoding)
+    config.scoring.length_multiples = (1, 2, 4)
+    workdir = str(tmp_path / pos_encoding)
+    results[pos_encoding] = trainer.train_and_evaluate(workdir, train.create_task(config, workdir))['test']
+  for pos_encoding, test in results.items():
+    # Windows of the training length, non-overlapping: the evaluation step's scores, computed another way.
+    assert test['by_length']['8']['loss'] == pytest.approx(test['loss'], rel=1e-5)
+    assert test['by_length']['8']['tokens'] == 59  # The last 10% of 600 characters: 60, all but the first scored.
+    assert len(test['by_length']['8']['loss_by_position']) == 8
+  learned, rope = results['learned'], results['rope']
+  assert learned['by_length']['16'] == {
+      'not_measured': 'learned positional encoding covers 8 positions but the input has 16; learned cannot '
+                      'extrapolate beyond max_len'}
+  assert set(rope['by_length']) == {'8', '16', '32'} and 'loss' in rope['by_length']['32']
+  assert set(rope['by_length_interpolation_factor']) == set(rope['by_length_ntk_factor']) == {'16', '32'}
+  assert 'by_length_ntk_factor' not in learned
+  # Position interpolation by 2 halves every angle: another function than the unscaled model's at 16.
+  assert rope['by_length_interpolation_factor']['16']['loss'] != rope['by_length']['16']['loss']
