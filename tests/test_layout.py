@@ -1,6 +1,9 @@
 """The package's import graph: no cycles, and models (with encodings) import nothing of training."""
 import ast
+import importlib
 import os
+
+from lra_posenc.tasks import TASKS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = 'lra_posenc'
@@ -69,10 +72,15 @@ def test_the_package_has_no_import_cycle():
   assert cycle(graph) is None
 
 
+def task_folders() -> dict[str, str]:
+  """Task name -> its folder's package (lra_posenc.FOLDER), as the task registry finds them."""
+  return {name: spec.module.rsplit('.', 1)[0] for name, spec in TASKS.items()}
+
+
 def test_models_and_encodings_import_nothing_of_training_or_the_tasks():
   """The model layer is below the trainer and the tasks: a model can be built and tested without them."""
   below = ('lra_posenc.models', 'lra_posenc.encodings')
-  above = ('lra_posenc.training', 'lra_posenc.listops', 'lra_posenc.translation')
+  above = ('lra_posenc.training',) + tuple(task_folders().values())
   wrong = {module: sorted(name for name in imported if name.startswith(above))
            for module, imported in import_graph().items() if module.startswith(below)}
   assert {module: names for module, names in wrong.items() if names} == {}
@@ -90,3 +98,67 @@ def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path
                      if isinstance(node, ast.Attribute) and node.attr == 'path' and isinstance(node.value, ast.Name)
                      and node.value.id == 'sys']
   assert patching == []
+
+
+def named_tasks(path: str) -> set[str]:
+  """The tasks a source file names in code: a string that is a task's name (a comparison, a dict key) or one of
+  its modules, or an import of its folder. Docstrings are prose and do not count."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  folders = task_folders()
+  docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+  in_folder = lambda module, name: module == folders[name] or module.startswith(folders[name] + '.')
+  named = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+      named |= {name for name in folders if node.value == name or in_folder(node.value, name)}
+    elif isinstance(node, ast.Import):
+      named |= {name for name in folders for alias in node.names if in_folder(alias.name, name)}
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      named |= {name for name in folders if in_folder(node.module, name)}
+  return named
+
+
+# Modules outside a task's folder that still name a task: debt from before tasks were folders, to be moved into
+# the folders (the language-modelling issue). The list may only shrink: a new entry fails the test below.
+NAMING_TASKS_TODAY = {
+    'lra_posenc/diagnostics.py': {'listops'},
+    'lra_posenc/report.py': {'listops', 'translation'},
+    'lra_posenc/training/config_checks.py': {'listops', 'translation'},
+    'scripts/benchmark.py': {'listops'},
+    'scripts/bleu_significance.py': {'translation'},
+    'scripts/decoding_grid.py': {'translation'},
+    'scripts/gpu_campaign.py': {'listops'},
+    'scripts/length_generalisation.py': {'translation'},
+    'scripts/side_by_side_wmt.py': {'translation'},
+}
+
+
+def test_a_task_is_named_only_in_its_own_folder():
+  """Registering a task is its folder's `spec` module; nothing outside the folder names it."""
+  folders = task_folders()
+  naming = {}
+  for module, path in module_files().items():
+    own = {name for name, folder in folders.items() if module == folder or module.startswith(folder + '.')}
+    if module != 'lra_posenc.tasks' and (named := named_tasks(path) - own):
+      naming[os.path.relpath(path, ROOT)] = named
+  for name in sorted(os.listdir(os.path.join(ROOT, 'scripts'))):
+    if name.endswith('.py') and (named := named_tasks(os.path.join(ROOT, 'scripts', name))):
+      naming[f'scripts/{name}'] = named
+  assert naming == NAMING_TASKS_TODAY
+
+
+def test_the_naming_check_sees_a_string_an_import_and_not_a_docstring(tmp_path):
+  path = tmp_path / 'example.py'
+  path.write_text('"""Trains listops."""\nfrom lra_posenc.translation import bleu\nif task == "lm": pass\n')
+  assert named_tasks(str(path)) == {'translation', 'lm'}
+
+
+def test_each_task_is_its_folders_spec_and_the_registry_names_none():
+  for name, folder in task_folders().items():
+    assert importlib.import_module(f'{folder}.spec').SPEC is TASKS[name]
+    assert TASKS[name].name == name
+  assert len(TASKS) >= 3
+  assert named_tasks(os.path.join(ROOT, PACKAGE, 'tasks.py')) == set()

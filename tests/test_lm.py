@@ -14,8 +14,9 @@ import pytest
 
 from configs.lm import shakespeare_char
 from lra_posenc import encodings
-from lra_posenc.lm import input_pipeline, settings, train
+from lra_posenc.lm import input_pipeline, sample, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
+from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training import optim, trainer
@@ -313,3 +314,38 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
   assert 'by_length_ntk_factor' not in learned
   # Position interpolation by 2 halves every angle: another function than the unscaled model's at 16.
   assert rope['by_length_interpolation_factor']['16']['loss'] != rope['by_length']['16']['loss']
+
+
+# Generation.
+
+@pytest.mark.slow
+def test_sampling_at_temperature_0_is_the_full_forward_passs_argmax_and_seeds_fix_draws(tmp_path):
+  path = tmp_path / 'input.txt'
+  path.write_text(''.join(chr(97 + (i * i) % 7) for i in range(600)))
+  workdir = str(tmp_path / 'run')
+  trainer.train_and_evaluate(workdir, train.create_task(training_config(str(path), steps=10, pos_encoding='alibi'),
+                                                        workdir))
+  sampler = sample.Sampler.from_workdir(workdir)
+  context = sampler.model.config.max_len  # 8: 'ab' and 18 tokens fill it, then re-start from its last 4, twice.
+  ids = list(sampler.vocabulary.encode('ab')[0])
+  while len(ids) < 20:  # Without a cache: the whole window through the model for each token.
+    window = ids[-context // 2:] if len(ids) >= context else ids
+    for _ in range(min(context - len(window), 20 - len(ids))):
+      logits = sampler.model.apply({'params': sampler.params}, jnp.asarray([window]), train=False)
+      window = window + [int(jnp.argmax(logits[0, -1]))]
+      ids.append(window[-1])
+  assert sampler.sample('ab', num_tokens=18, temperature=0) == [sampler.vocabulary.decode(np.asarray(ids))]
+  drawn = sampler.sample('ab', num_tokens=18, num_samples=2, seed=3)
+  assert drawn == sampler.sample('ab', num_tokens=18, num_samples=2, seed=3) and all(len(t) == 20 for t in drawn)
+  with pytest.raises(ValueError, match="the prompt has 1 character"):
+    sampler.sample('a!', num_tokens=2)
+
+
+def test_top_k_keeps_the_k_most_likely_and_temperature_0_the_most_likely():
+  logits = jnp.log(jnp.asarray([[0.1, 0.5, 0.15, 0.25]]))
+  draws = jax.vmap(lambda key: decoding.sample_logits(key, logits, temperature=1.0, top_k=2))(
+      jax.random.split(jax.random.PRNGKey(0), 4000))
+  # Only ids 1 and 3, in the ratio 0.5 : 0.25 (4000 draws: the share of id 1 within 4 standard errors of 2/3).
+  assert set(np.unique(draws)) == {1, 3}
+  assert abs(float((draws == 1).mean()) - 2 / 3) < 4 * math.sqrt(2 / 9 / 4000)
+  assert int(decoding.sample_logits(jax.random.PRNGKey(0), logits, temperature=0, top_k=0)[0]) == 1

@@ -34,7 +34,8 @@ from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_
 from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
                                        train_step, zero_sums)
 from lra_posenc.training.task import Task
-from lra_posenc.translation import bleu, decode, input_pipeline, loss, train, translate
+from lra_posenc.models import decoding as decode
+from lra_posenc.translation import bleu, input_pipeline, loss, train, translate
 from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
 from lra_posenc.translation.settings import LossSettings, read_data, read_settings

@@ -11,7 +11,7 @@ from lra_posenc import progress
 from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.training import placement
 from lra_posenc.training.task import Params
-from lra_posenc.translation import decode
+from lra_posenc.models import decoding
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
 from lra_posenc.translation.settings import ModelSettings, TranslatorSettings, read_translator_settings
 from lra_posenc.validation import check_range
@@ -59,12 +59,12 @@ class Translator:
                       max_source_length=self.max_source_length, max_output_length=self.max_output_length,
                       batch_size=self.batch_size)
 
-  def decoding_state(self, params: Params, inputs: jax.Array, beams: int) -> tuple[decode.StepFn, decode.Cache]:
+  def decoding_state(self, params: Params, inputs: jax.Array, beams: int) -> tuple[decoding.StepFn, decoding.Cache]:
     """The step function and empty cache for decoding `inputs` [batch, source_length] with `beams` rows each."""
     rows = inputs.shape[0] * beams
     stepper = self.model.clone(decode=True)
     encoded = self.model.apply({'params': params}, inputs, train=False, method=Seq2SeqTransformer.encode)
-    encoded, valid = decode.tile_beams((encoded, inputs != PAD_ID), beams)
+    encoded, valid = decoding.tile_beams((encoded, inputs != PAD_ID), beams)
     cache_shapes = jax.eval_shape(functools.partial(
         stepper.init, jax.random.PRNGKey(0), valid.astype(jnp.int32),
         jnp.ones((rows, self.model.config.max_len), jnp.int32), train=False))['cache']
@@ -81,8 +81,8 @@ class Translator:
     step, cache = self.decoding_state(params, inputs, self.beam_size)
     search = dict(batch_size=inputs.shape[0], max_length=self.max_output_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
     if self.beam_size == 1:
-      return decode.greedy_search(step, cache, **search)
-    return decode.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
+      return decoding.greedy_search(step, cache, **search)
+    return decoding.beam_search(step, cache, beam_size=self.beam_size, alpha=self.length_penalty, **search)
 
   def translate_ids(self, replicated_params: Params, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
     """Output ids [N, max_output_length] for every row of `inputs` [N, source_length], in order (none for none);
@@ -118,10 +118,10 @@ def build_translator(settings: TranslatorSettings, tokenizers: Tokenizers | None
   """The translator of these settings; without `tokenizers` (ids only) give the `vocab_sizes`."""
   if tokenizers is not None:
     vocab_sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
-  decoding = settings.decoding
-  return Translator(create_model(settings.model, *vocab_sizes), tokenizers, beam_size=decoding.beam_size,
-                    length_penalty=decoding.length_penalty, max_source_length=settings.data.max_eval_source_length,
-                    max_output_length=decoding.max_output_length, batch_size=decoding.batch_size)
+  search = settings.decoding
+  return Translator(create_model(settings.model, *vocab_sizes), tokenizers, beam_size=search.beam_size,
+                    length_penalty=search.length_penalty, max_source_length=settings.data.max_eval_source_length,
+                    max_output_length=search.max_output_length, batch_size=search.batch_size)
 
 
 def create_translator(config: ml_collections.ConfigDict, tokenizers: Tokenizers | None,

@@ -1,4 +1,5 @@
-"""Greedy and beam search over a step function with a key/value cache, jit-compatible.
+"""Generation over a step function with a key/value cache, jit-compatible: greedy and beam search (the
+translation decoder's), and sampling (a language model's).
 
 A step function maps (tokens [rows, 1], cache) to (logits [rows, vocab], cache); the
 cache's leaves carry the rows on axis 0 (scalar leaves, like a step counter, are shared).
@@ -119,3 +120,33 @@ def beam_search(step_fn: StepFn, cache: Cache, *, batch_size: int, beam_size: in
   s = jax.lax.while_loop(not_done, step, state)
   best = jnp.where(s['finished_flags'][:, :1], s['finished'][:, 0], s['live'][:, 0])
   return best[:, 1:]
+
+
+def sample_logits(rng: Array, logits: Array, *, temperature: float, top_k: int) -> Array:
+  """One id per row of `logits` [rows, vocab]: drawn from softmax(logits / temperature) over the `top_k` most
+  likely ids (0: all of them); temperature 0 takes the most likely."""
+  if temperature == 0:
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  logits = logits.astype(jnp.float32) / temperature
+  if 0 < top_k < logits.shape[-1]:
+    kth = jax.lax.top_k(logits, top_k)[0][:, -1:]
+    logits = jnp.where(logits < kth, -jnp.inf, logits)
+  return jax.random.categorical(rng, logits, axis=-1).astype(jnp.int32)
+
+
+def sample(step_fn: StepFn, cache: Cache, tokens: Array, *, prompt_length: int, rng: Array, temperature: float,
+           top_k: int) -> Array:
+  """`tokens` [batch, length] with every position from `prompt_length` on drawn (`sample_logits`), each from the
+  logits of the tokens before it; the first `prompt_length` are read as they are, through the cache."""
+  length = tokens.shape[1]
+
+  def step(carry, t):
+    tokens, cache = carry
+    logits, cache = step_fn(jax.lax.dynamic_slice_in_dim(tokens, t, 1, axis=1), cache)
+    drawn = sample_logits(jax.random.fold_in(rng, t), logits, temperature=temperature, top_k=top_k)
+    following = jnp.where(t + 1 < prompt_length, jax.lax.dynamic_index_in_dim(tokens, t + 1, 1, keepdims=False),
+                          drawn)
+    return (jax.lax.dynamic_update_slice_in_dim(tokens, following[:, None], t + 1, axis=1), cache), None
+
+  (tokens, _), _ = jax.lax.scan(step, (tokens, cache), jnp.arange(length - 1))
+  return tokens
