@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from configs.listops import lra
+from configs.lm import shakespeare_char
 from configs.translation import multi30k
 from lra_posenc.data import listops
 from lra_posenc.listops import train
@@ -158,6 +159,28 @@ def toy_config(data_dir: str, **training) -> ml_collections.ConfigDict:
   config.evaluation.update(batch_size=32, every_steps=100)
   config.checkpoint.update(every_steps=100)
   config.decoding.update(beam_size=2, max_output_length=16, batch_size=32)
+  return config
+
+
+@pytest.fixture(scope='session')
+def toy_text(tmp_path_factory) -> str:
+  """A directory holding input.txt: 3000 characters of a pattern a one-layer model learns in tens of steps."""
+  directory = tmp_path_factory.mktemp('toy_text')
+  (directory / 'input.txt').write_text(''.join(chr(97 + (i * i + i // 7) % 9) for i in range(3000)))
+  return str(directory)
+
+
+def toy_lm_config(data_dir: str, **training) -> ml_collections.ConfigDict:
+  """Windows of 16 characters of `toy_text`'s input.txt, a one-layer model, scored at 1 and 2 windows."""
+  config = shakespeare_char.get_config('cpu')
+  config.data.update(text_file=os.path.join(data_dir, 'input.txt'), block_size=16)
+  config.model.update(emb_dim=32, qkv_dim=32, mlp_dim=64, num_heads=4, num_layers=1, pos_encoding='rope')
+  config.optimizer.update(learning_rate=1e-2, warmup_steps=5)
+  config.training.update(batch_size=16, num_train_steps=20, log_every_steps=5)
+  config.training.update(**training)
+  config.evaluation.update(batch_size=16, every_steps=10)
+  config.checkpoint.update(every_steps=10)
+  config.scoring.length_multiples = (1, 2)
   return config
 
 

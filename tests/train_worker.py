@@ -1,7 +1,7 @@
 """Trains a tiny config in a process of its own, for tests that signal or kill it or run several.
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/train_worker.py DATA_DIR WORKDIR STEPS \\
-        [--task listops|translation] [--out OUT.npz] [--checkpoint_every N] [--dropout RATE] \\
+        [--task listops|translation|lm] [--out OUT.npz] [--checkpoint_every N] [--dropout RATE] \\
         [--set SECTION.KEY=VALUE ...] [--coordinator_address HOST:PORT --num_processes N --process_id I]
 
 Prints the results (without the config) as one JSON line; with --out, process 0 also
@@ -14,12 +14,14 @@ import json
 import jax
 import numpy as np
 
-from conftest import final_params, tiny_config, toy_config
+from conftest import final_params, tiny_config, toy_config, toy_lm_config
 from lra_posenc.listops import train as listops_train
+from lra_posenc.lm import train as lm_train
 from lra_posenc.training import distributed, trainer
 from lra_posenc.translation import train as translation_train
 
-TASKS = {'listops': (tiny_config, listops_train.create_task), 'translation': (toy_config, translation_train.create_task)}
+TASKS = {'listops': (tiny_config, listops_train.create_task), 'translation': (toy_config, translation_train.create_task),
+         'lm': (toy_lm_config, lm_train.create_task)}
 
 
 def main() -> None:
