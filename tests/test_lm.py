@@ -5,6 +5,7 @@ import gzip
 import json
 import math
 import os
+import zipfile
 
 import jax
 import jax.numpy as jnp
@@ -349,3 +350,31 @@ def test_top_k_keeps_the_k_most_likely_and_temperature_0_the_most_likely():
   assert set(np.unique(draws)) == {1, 3}
   assert abs(float((draws == 1).mean()) - 2 / 3) < 4 * math.sqrt(2 / 9 / 4000)
   assert int(decoding.sample_logits(jax.random.PRNGKey(0), logits, temperature=0, top_k=0)[0]) == 1
+
+
+def test_at_byte_level_a_file_is_read_as_bytes_even_where_a_cut_splits_a_character(tmp_path):
+  (tmp_path / 'train.txt').write_bytes('é'.encode('utf-8')[:1] + b'ab')  # A cut UTF-8 character, as in enwik8.
+  (tmp_path / 'valid.txt').write_bytes(b'\xff')
+  (tmp_path / 'test.txt').write_bytes(b'a')
+  splits = input_pipeline.read_splits('', str(tmp_path), 0.1, 'byte')
+  ids = input_pipeline.tokenize_splits(splits, Vocabulary.from_training_text('byte', splits['train'][1]))
+  np.testing.assert_array_equal(ids['train'].ids, [0xC3 + 1, ord('a') + 1, ord('b') + 1])
+  np.testing.assert_array_equal(ids['validation'].ids, [0xFF + 1])
+
+
+def test_the_download_script_writes_the_standard_splits_of_a_zip_and_refuses_another_size(tmp_path):
+  import download_lm_data
+  corpus = bytes(range(256)) * 4  # 1024 bytes standing for the 10^8 of enwik8.
+  archive = tmp_path / 'enwik8.zip'
+  with zipfile.ZipFile(archive, 'w') as zipped:
+    zipped.writestr('enwik8', corpus)
+  data = download_lm_data.read_corpus(str(archive), 'enwik8', 1024)
+  assert download_lm_data.write_splits(data, str(tmp_path / 'out'), held_out=100) == {
+      'train.txt': 824, 'valid.txt': 100, 'test.txt': 100}
+  assert (tmp_path / 'out' / 'train.txt').read_bytes() + (tmp_path / 'out' / 'valid.txt').read_bytes() + (
+      tmp_path / 'out' / 'test.txt').read_bytes() == corpus
+  assert (tmp_path / 'out' / 'valid.txt').read_bytes() == corpus[824:924]
+  with pytest.raises(ValueError, match=r'enwik8 holds 1024 bytes, but the standard corpus has 100000000'):
+    download_lm_data.read_corpus(str(archive), 'enwik8', 100_000_000)
+  with pytest.raises(ValueError, match=r"not a zip holding 'text8'"):
+    download_lm_data.read_corpus(str(archive), 'text8', 1024)

@@ -30,7 +30,7 @@ class Vocabulary:
   symbols: str  # The characters, in id order; empty at byte level.
 
   @classmethod
-  def from_training_text(cls, level: str, text: str) -> 'Vocabulary':
+  def from_training_text(cls, level: str, text: str | bytes) -> 'Vocabulary':
     return cls(level, ''.join(sorted(set(text))) if level == 'char' else '')
 
   @classmethod
@@ -45,10 +45,12 @@ class Vocabulary:
   def size(self) -> int:
     return 1 + (len(self.symbols) if self.level == 'char' else 256)
 
-  def encode(self, text: str) -> tuple[np.ndarray, int]:
-    """int32 ids of `text` and how many of its characters the vocabulary lacks (each read as UNKNOWN_ID)."""
+  def encode(self, text: str | bytes) -> tuple[np.ndarray, int]:
+    """int32 ids of `text` (bytes at byte level: any bytes) and how many of its characters the vocabulary lacks
+    (each read as UNKNOWN_ID)."""
     if self.level == 'byte':
-      return np.frombuffer(text.encode('utf-8'), np.uint8).astype(np.int32) + 1, 0
+      raw = text if isinstance(text, bytes) else text.encode('utf-8')
+      return np.frombuffer(raw, np.uint8).astype(np.int32) + 1, 0
     codes = np.frombuffer(text.encode('utf-32-le'), np.uint32)
     symbols = np.frombuffer(self.symbols.encode('utf-32-le'), np.uint32)  # Sorted, as sorted() orders str.
     where = np.searchsorted(symbols, codes)
@@ -63,31 +65,38 @@ class Vocabulary:
     return ''.join(self.symbols[i - 1] if i != UNKNOWN_ID else '\ufffd' for i in ids)
 
 
-def read_text(path: str) -> str:
-  """A UTF-8 text file (gzip-compressed where it ends in .gz), whole; invalid UTF-8 is a DataError at its line."""
+def read_text(path: str, level: str = 'char') -> str | bytes:
+  """A text file (gzip-compressed where it ends in .gz), whole: UTF-8 text, where invalid UTF-8 is a DataError at
+  its line, or at byte level its bytes as they are (a corpus cut at a byte count, as enwik8's splits are, can cut
+  a character)."""
   opener = gzip.open if path.endswith('.gz') else open
   with opener(path, 'rb') as f:
     raw = f.read()
+  if level == 'byte':
+    return raw
   try:
     return raw.decode('utf-8')
   except UnicodeDecodeError as error:
     raise DataError(path, raw.count(b'\n', 0, error.start) + 1, f'not UTF-8 ({error.reason})') from None
 
 
-def read_splits(text_file: str, data_dir: str, validation_fraction: float) -> dict[str, tuple[str, str]]:
+def read_splits(text_file: str, data_dir: str, validation_fraction: float, level: str = 'char'
+                ) -> dict[str, tuple[str, str | bytes]]:
   """Split name -> (where it comes from, its text): `text_file` cut as nanoGPT cuts it (the first
-  1 - `validation_fraction` trains, the rest validates), or `data_dir`'s train.txt, valid.txt and test.txt."""
+  1 - `validation_fraction` trains, the rest validates), or `data_dir`'s train.txt, valid.txt and test.txt; read
+  as `read_text` reads them at `level`."""
   if text_file:
-    text = read_text(text_file)
+    text = read_text(text_file, level)
     cut = int(len(text) * (1 - validation_fraction))
-    return {'train': (f'{text_file} (first {cut} characters)', text[:cut]),
-            'validation': (f'{text_file} (last {len(text) - cut} characters)', text[cut:])}
+    unit = 'characters' if level == 'char' else 'bytes'
+    return {'train': (f'{text_file} (first {cut} {unit})', text[:cut]),
+            'validation': (f'{text_file} (last {len(text) - cut} {unit})', text[cut:])}
   splits = {}
   for split, name in SPLIT_FILES.items():
     path = os.path.join(data_dir, name)
     if not os.path.exists(path) and os.path.exists(path + '.gz'):
       path += '.gz'
-    splits[split] = (path, read_text(path))
+    splits[split] = (path, read_text(path, level))
   return splits
 
 
@@ -152,7 +161,7 @@ def train_batch_shape(batch_size: int, block_size: int, shard: HostShard | None 
           'weight': jax.ShapeDtypeStruct((rows,), np.float32)}
 
 
-def tokenize_splits(texts: Mapping[str, tuple[str, str]], vocabulary: Vocabulary) -> dict[str, TokenSplit]:
+def tokenize_splits(texts: Mapping[str, tuple[str, str | bytes]], vocabulary: Vocabulary) -> dict[str, TokenSplit]:
   splits = {}
   for split, (source, text) in texts.items():
     ids, unknown = vocabulary.encode(text)

@@ -67,7 +67,7 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   del workdir  # Everything the task keeps (its vocabulary) is a checkpoint artifact.
   settings = read_settings(config)
   data, trainer_settings = settings.data, settings.trainer
-  texts = input_pipeline.read_splits(data.text_file, data.data_dir, data.validation_fraction)
+  texts = input_pipeline.read_splits(data.text_file, data.data_dir, data.validation_fraction, data.level)
   vocabulary = Vocabulary.from_training_text(data.level, texts['train'][1])
   splits = input_pipeline.tokenize_splits(texts, vocabulary)
   splits['train'].check_length(data.block_size + 1, f'a training window (data.block_size={data.block_size}) and '
