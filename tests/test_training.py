@@ -1,6 +1,7 @@
 """The shared trainer on ListOps: learning, resume equivalence, device parity, the LRA config."""
 import datetime
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 import pytest
 from flax.training import train_state
 from conftest import assert_same_parameters, final_params, run_listops, start_worker, tiny_config, worker_results
@@ -18,7 +20,7 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.listops import settings as listops_settings
-from lra_posenc.training import provenance, trainer
+from lra_posenc.training import checkpointing, provenance, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.evaluation import evaluate
 from lra_posenc.training.metric_writer import read_history
@@ -300,3 +302,11 @@ def test_patience_stops_where_a_full_run_stops_improving_and_averaging_is_the_me
     scored = evaluate(p_eval_step, flax.jax_utils.replicate(mean), task.eval_batches(split))
     assert scored == pytest.approx(reported, rel=1e-6), split
   assert results['averaged']['test'] != results['test']  # Not the best checkpoint's scores under another name.
+
+
+def test_reading_a_fresh_workdirs_checkpoints_shows_no_read_only_notice_and_other_warnings_stay(tmp_path, caplog):
+  caplog.set_level(logging.WARNING)
+  checkpointing._manager(str(tmp_path / 'checkpoints'), max_to_keep=None, read_only=True).close()
+  assert not [r for r in caplog.records if 'read only' in r.getMessage() or 'read_only' in r.getMessage()]
+  ocp.CheckpointManagerOptions(read_only=True)  # Outside the reader: Orbax's notice reaches the log.
+  assert [r for r in caplog.records if 'read_only=True, setting save_interval_steps=0' in r.getMessage()]

@@ -9,8 +9,9 @@ every save and restore, and the managers name their barriers apart, so all may s
 step.
 """
 import contextlib
+import logging as std_logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import flax
@@ -33,13 +34,35 @@ def _manager(directory: str, *, max_to_keep: int | None, read_only: bool = False
   multiprocessing = {'barrier_sync_key_prefix': os.path.basename(directory)}
   if this_process_only:
     multiprocessing |= {'primary_host': jax.process_index(), 'active_processes': {jax.process_index()}}
-  options = ocp.CheckpointManagerOptions(
-      max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
-      multiprocessing_options=ocp.options.MultiprocessingOptions(**multiprocessing))
   # 'meta' holds the record (the name older workdirs were written with). Handlers named up front let a read
   # of the state's metadata (shapes, no arrays) know how the state was written.
   handlers = {'state': ocp.StandardCheckpointHandler(), 'meta': ocp.JsonCheckpointHandler()}
-  return ocp.CheckpointManager(directory, item_handlers=handlers, options=options)
+  with _without_read_only_notices() if read_only else contextlib.nullcontext():
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
+        multiprocessing_options=ocp.options.MultiprocessingOptions(**multiprocessing))
+    return ocp.CheckpointManager(directory, item_handlers=handlers, options=options)
+
+
+def _is_read_only_notice(record: std_logging.LogRecord) -> bool:
+  """Orbax's two warnings that a manager opened to read is read-only ('Given directory is read only', and that it
+  sets save_interval_steps=0): what was asked for, on a new user's first screen four times (a fresh workdir's
+  resume looks for checkpoints to read in checkpoints/ and best/)."""
+  message = record.getMessage()
+  return '/orbax/' in record.pathname and ('directory is read only' in message
+                                           or 'read_only=True, setting save_interval_steps=0' in message)
+
+
+@contextlib.contextmanager
+def _without_read_only_notices() -> Iterator[None]:
+  """absl's log (Orbax's) without `_is_read_only_notice` records, while a reading manager is made."""
+  absl_logger = std_logging.getLogger('absl')
+  keep = lambda record: not _is_read_only_notice(record)
+  absl_logger.addFilter(keep)
+  try:
+    yield
+  finally:
+    absl_logger.removeFilter(keep)
 
 
 def _save(manager: ocp.CheckpointManager, step: int, state: Any, record: dict) -> None:
