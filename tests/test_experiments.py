@@ -27,6 +27,7 @@ from lra_posenc import length_generalisation as length_study
 from lra_posenc.config_files import load_config
 from lra_posenc.data import listops
 from lra_posenc.listops import settings as listops_settings
+from lra_posenc.lm import settings as lm_settings
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.models.classifier import PLACEMENTS
 from lra_posenc.tasks import TASKS
@@ -633,19 +634,24 @@ def test_every_listops_config_variant_is_valid(variant):
 
 
 def test_every_committed_config_json_names_the_task_that_wrote_it():
-  """The results/ folder holds config.json files of both tasks from every round; each is recognised (and
-  upgrades to today's keys), translation runs under results/multi30k*, ListOps runs elsewhere."""
+  """The results/ folder holds config.json files of every task from every round; each is recognised (and
+  upgrades to today's keys), translation runs under results/multi30k*, language models under results/lm_*,
+  ListOps runs elsewhere."""
   paths = [os.path.join(directory, 'config.json')
            for directory, _, files in os.walk(os.path.join(ROOT, 'results')) if 'config.json' in files]
   assert len(paths) > 20
   for path in paths:
     with open(path) as f:
       config = json.load(f)
-    expected = 'translation' if os.path.relpath(path, ROOT).startswith('results/multi30k') else 'listops'
+    relative = os.path.relpath(path, ROOT)
+    expected = ('translation' if relative.startswith('results/multi30k') else
+                'lm' if relative.startswith('results/lm_') else 'listops')
     assert task_of(config) == expected == task_of(upgrade_old_config(config)), path
     upgraded = ml_collections.ConfigDict(upgrade_old_config(config))
     if expected == 'listops':  # Evaluation, length scores and diagnostics rebuild the model from it.
       listops_settings.read_scoring_settings(upgraded)
+    elif expected == 'lm':  # Sampling rebuilds the model from it.
+      lm_settings.read_model(upgraded.model, lm_settings.read_data(upgraded.data), vocab_size=66)
     else:  # Translation, decoding grids and length scores read its data, model and decoding.
       data = translation_settings.read_data(upgraded.data)
       translation_settings.read_model(upgraded.model, data, translation_settings.read_decoding(upgraded.decoding))
