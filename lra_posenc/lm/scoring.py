@@ -14,12 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from lra_posenc import encodings, progress
 from lra_posenc.lm.input_pipeline import TokenSplit
-from lra_posenc.models.language_model import LanguageModel
+from lra_posenc.models.language_model import LanguageModel, weighted_nll
 from lra_posenc.training.placement import AXIS, host_copy, shard
 from lra_posenc.training.steps import sum_over_devices
 
@@ -30,10 +29,8 @@ def position_sums(model: LanguageModel, params: Any, batch: dict[str, jax.Array]
   """Summed negative log-likelihood and weight of the targets at each window position [length], over every
   device's rows."""
   logits = model.apply({'params': params}, batch['inputs'], train=False)
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
-  nll = -jnp.take_along_axis(log_probs, batch['targets'][..., None], axis=-1)[..., 0]
   weight = batch['mask'] * batch['weight'][:, None]
-  return sum_over_devices({'nll': jnp.where(weight > 0, nll * weight, 0.0).sum(0), 'count': weight.sum(0)})
+  return sum_over_devices({'nll': weighted_nll(logits, batch['targets'], weight).sum(0), 'count': weight.sum(0)})
 
 
 def scaled(model: LanguageModel, option: str, factor: float) -> LanguageModel:

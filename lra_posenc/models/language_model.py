@@ -55,9 +55,15 @@ def next_token_sums(logits: Array, targets: Array, weight: Array) -> dict[str, A
   """Sums over the weighted target tokens: negative log-likelihood (nats), its bits, and correct top-1
   predictions; 'count' is the summed weight. `logits` [batch, length, vocab], `targets` and `weight`
   [batch, length]."""
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
-  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-  nll = jnp.where(weight > 0, nll * weight, 0.0).sum()
+  nll = weighted_nll(logits, targets, weight).sum()
   correct = ((jnp.argmax(logits, -1) == targets) * weight).sum()
   return {'loss': nll, 'log_likelihood': -nll, 'bits_per_token': nll / jnp.log(2.0), 'accuracy': correct,
           'count': weight.sum()}
+
+
+def weighted_nll(logits: Array, targets: Array, weight: Array) -> Array:
+  """Each target token's negative log-likelihood (nats) times its weight [batch, length]; exactly 0 where the weight
+  is 0 (padding), whatever the model gives there."""
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  return jnp.where(weight > 0, nll * weight, 0.0)
