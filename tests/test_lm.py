@@ -8,6 +8,7 @@ import os
 import zipfile
 
 import jax
+import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
@@ -19,7 +20,7 @@ from lra_posenc.lm import input_pipeline, sample, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
-from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.models.transformer import Decoder, TransformerConfig
 from lra_posenc.training import optim, trainer
 from lra_posenc.training.batches import HostShard
 
@@ -110,6 +111,30 @@ def test_kernels_start_as_gpt2s():
                       (params['embed']['embedding'], 0.02)):
     # Within 5 standard errors of a std estimated from n draws (about std / sqrt(2n)).
     assert abs(float(kernel.std()) - std) < 5 * std / math.sqrt(2 * kernel.size)
+
+
+@pytest.mark.parametrize('scaling, entry_std, lookup_scale', [('none', 0.02, 1.0), ('sqrt_dim', 1 / 8, 8.0)])
+def test_embeddings_enter_as_their_scaling_says_and_the_logits_are_tied(scaling, entry_std, lookup_scale):
+  """'none': entries N(0, init_std) enter as they are; 'sqrt_dim' (d 64): entries N(0, 1/8) enter times 8.
+  Either way the logits are the decoder's final states times the table, transposed."""
+  model = small_model('sinusoidal', emb_dim=64, qkv_dim=64, mlp_dim=128).clone(embedding_scaling=scaling)
+  ids = tokens()
+  table = model.init(jax.random.PRNGKey(0), ids, train=False)['params']['embed']['embedding']
+  assert abs(float(table.std()) - entry_std) < 5 * entry_std / math.sqrt(2 * table.size)
+  params = random_params(model, ids)
+  seen = {}
+
+  def capture(call, args, kwargs, context):
+    out = call(*args, **kwargs)
+    if isinstance(context.module, Decoder) and context.method_name == '__call__':
+      seen['inputs'], seen['states'] = args[0], out
+    return out
+
+  with nn.intercept_methods(capture):
+    logits = model.apply({'params': params}, ids, train=False)
+  table = params['embed']['embedding']
+  np.testing.assert_allclose(seen['inputs'], table[ids] * lookup_scale, rtol=1e-6)
+  np.testing.assert_allclose(logits, seen['states'] @ table.T, rtol=1e-4, atol=1e-4)
 
 
 # Text.
@@ -234,6 +259,10 @@ def test_config_variants_read_and_bad_keys_are_named():
   config.evaluation.selection_metric = 'log_likelihood'
   config.model.randomized_positions = 32
   with pytest.raises(ValueError, match='model.randomized_positions=32 must be 0 .* at least data.block_size=64'):
+    settings.read_settings(config)
+  config.model.randomized_positions = 0
+  config.model.embedding_scaling = 'sqrt'
+  with pytest.raises(ValueError, match=r"model.embedding_scaling='sqrt' is not one of \['none', 'sqrt_dim'\]"):
     settings.read_settings(config)
 
 

@@ -58,6 +58,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # L > 0: randomized positions (Ruoss et al. 2023), sorted draws from [0, L) in training; L at least the
   # longest window scored.
   config.model.randomized_positions = 0
+  # 'none': token embeddings N(0, init_std), as GPT-2's. 'sqrt_dim': N(0, 1/d), looked up times sqrt(d), of the
+  # unit scale of a fixed table's entries (sinusoidal, chebyshev, legendre), as fairseq's language models.
+  config.model.embedding_scaling = 'none'
   config.model.dtype = 'float32'
   config.model.attention_implementation = 'auto'
   config.model.remat = False

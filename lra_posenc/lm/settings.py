@@ -10,6 +10,7 @@ import ml_collections
 from lra_posenc import encodings
 from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.models.language_model import LanguageModel
+from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.config_checks import check_keys, read_section
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
@@ -17,8 +18,8 @@ from lra_posenc.validation import check_choice, check_range
 
 TASK = 'lm'
 # The model's keys beside the Transformer stack's: GPT-2's biases and initialisation (models.transformer), and
-# randomized positions (models.language_model).
-MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions')
+# randomized positions and the embeddings' parametrisation (models.language_model).
+MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions', 'embedding_scaling')
 # What picks the best checkpoint (higher is better): the validation split's mean log-probability of a token
 # (nats; minus the loss), or its next-token accuracy.
 SELECTION_METRICS = ('log_likelihood', 'accuracy')
@@ -106,12 +107,14 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings, *, vocab_si
     raise ValueError(f'model.use_bias must be True or False, got {model.use_bias!r}')
   check_range('model.init_std', model.init_std, above=0, why="GPT-2's initialisation; the embeddings' too")
   check_range('model.randomized_positions', model.randomized_positions, at_least=0)
+  check_choice('model.embedding_scaling', model.embedding_scaling, EMBEDDING_SCALINGS)
   if model.randomized_positions and model.randomized_positions < data.block_size:
     raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least '
                      f'data.block_size={data.block_size}')
   transformer = transformer_config(model, max_len=max(data.block_size, model.randomized_positions))
   transformer = dataclasses.replace(transformer, use_bias=model.use_bias, init_std=model.init_std)
-  return LanguageModel(transformer, vocab_size=vocab_size, randomized_positions=model.randomized_positions)
+  return LanguageModel(transformer, vocab_size=vocab_size, randomized_positions=model.randomized_positions,
+                       embedding_scaling=model.embedding_scaling)
 
 
 def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:

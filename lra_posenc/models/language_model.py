@@ -3,7 +3,11 @@
 Token embeddings, the positional encoding (added to the inputs or acting in attention, as the encoding
 says), pre-LayerNorm causal blocks without cross-attention, a final LayerNorm, and output logits from
 the token embedding table transposed (tied). Biases and the initialisation follow `TransformerConfig`
-(`use_bias`, `init_std`); the embedding table is N(0, `init_std`), as GPT-2's.
+(`use_bias`, `init_std`). The embedding table is parametrised as `embedding_scaling` says (one of
+`seq2seq.EMBEDDING_SCALINGS`): 'none', entries N(0, `init_std`) looked up as they are (GPT-2, nanoGPT);
+'sqrt_dim', entries N(0, 1/d) and lookups times sqrt(d), so the inputs have unit scale as a fixed
+sinusoidal table's entries do (Vaswani et al. 2017, section 3.4; fairseq's language models, which ALiBi's
+paper compares). Either way the output logits are the final states times the table, transposed.
 """
 import chex
 import flax.linen as nn
@@ -30,6 +34,7 @@ class LanguageModel(nn.Module):
   vocab_size: int
   randomized_positions: int = 0
   decode: bool = False
+  embedding_scaling: str = 'none'
 
   def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool, bool]]:
     """The attention calls of a pass over `length` tokens: (query length, key length, takes the encoding's
@@ -41,13 +46,14 @@ class LanguageModel(nn.Module):
     chex.assert_rank(tokens, 2)  # [batch, length]: a single sequence needs its batch axis.
     chex.assert_type(tokens, int)
     cfg = self.config
-    embed = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(cfg.init_std or 1.0),
-                     name='embed')
+    lookup_scale = cfg.emb_dim ** 0.5 if self.embedding_scaling == 'sqrt_dim' else 1.0
+    entry_std = 1 / lookup_scale if self.embedding_scaling == 'sqrt_dim' else cfg.init_std or 1.0
+    embed = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(entry_std), name='embed')
     positions = None
     if self.randomized_positions and train:
       positions = randomized_positions(self.make_rng('positions'), tokens.shape[1], self.randomized_positions)
-    states = Decoder(cfg, decode=self.decode, name='decoder')(embed(tokens), positions=positions,
-                                                               deterministic=not train)
+    inputs = embed(tokens) * lookup_scale
+    states = Decoder(cfg, decode=self.decode, name='decoder')(inputs, positions=positions, deterministic=not train)
     return output_logits(states.astype(cfg.dtype), embed.embedding.astype(cfg.dtype), None)
 
 

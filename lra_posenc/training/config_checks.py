@@ -48,11 +48,11 @@ def task_of(config: Mapping) -> str:
 
 
 def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before five keys were added, with them, at the values that give the behaviour from
+  """A config.json written before six keys were added, with them, at the values that give the behaviour from
   before: `task`; optimizer.min_learning_rate (a cosine decayed to 0); ListOps' model.length_multiple;
-  translation's loss.chunk_tokens and data.tokenizer.lowercase.
+  translation's loss.chunk_tokens and data.tokenizer.lowercase; model.embedding_scaling where model.init_std is.
 
-  Only these: they are what config.json files committed under results/ lack (2026-12-01;
+  Only these: they are what config.json files committed under results/ lack (2026-12-02;
   tests/test_experiments.py reads every one).
   """
   config.setdefault('task', task_of(config))
@@ -62,6 +62,8 @@ def upgrade_old_config(config: dict) -> dict:
     config['data']['tokenizer'].setdefault('lowercase', False)
   elif config['task'] == 'listops':
     config['model'].setdefault('length_multiple', 1)  # Padding changes how attention computes, not what.
+  if 'init_std' in config['model']:  # GPT-2's parametrisation (the language model's) before it had a second.
+    config['model'].setdefault('embedding_scaling', 'none')
   return config
 
 
