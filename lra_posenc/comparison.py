@@ -152,6 +152,8 @@ def run_row(task: TaskSpec, variant: Variant, seed: int, workdir: str, target: f
     for metric in task.test_metrics:
       row[f'{split} {metric}'] = scores.get(metric)  # Runs older than a metric lack it.
   row[f'best validation {task.validation_metric}'] = results['validation'][task.validation_metric]
+  if task.recorded_columns:
+    row |= task.recorded_columns(results)
   row['best step'] = results['best_step']
   row['last step'] = results.get('step')  # Where training ended: the step budget, patience or a signal.
   averaged = results.get('averaged')  # evaluation.average_last > 0: the mean of the last checkpoints, scored too.

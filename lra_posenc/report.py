@@ -24,52 +24,14 @@ from lra_posenc.training.workdir import RESULTS_FILE, read_json
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_run_data
 
-# length_scores.json's set: 500 expressions per longer bucket.
-LISTOPS_LENGTHS = length_generalisation.length_set_key('listops', 'length', (64, 128, 256, 512), 500)
-
-# One table per task and setting. sources: paths under results/, each a folder of VARIANT/seed_S run folders or a
-# runs.csv (a study whose run folders were not committed); metric: the column ranked and tested, of the rows
-# `comparison.run_row` writes (length scores as 'SET BUCKET'), a run without it left out and named in the
-# heading; axis: its label in the figure; columns: (column, header) shown as mean ± std; baseline: (column,
-# label) whose mean the heading quotes; statistics: (checkpoint, split, BLEU) of bleu_statistics.json for the
-# paired bootstrap, or None for a task without sentence statistics.
-TABLES = (
-    {'title': 'ListOps at convergence', 'task': 'listops',
-     'setting': 'test accuracy of the best-validation checkpoint; `configs/listops/lra.py:sweep` trained until '
-                'validation stops improving (patience 8, at most 30000 steps)',
-     'sources': ('listops_plateau/runs',),
-     'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'test accuracy'),), 'digits': 3,
-     'reference': 'sinusoidal', 'baseline': None, 'statistics': None},
-    {'title': 'ListOps beyond the training lengths', 'task': 'listops',
-     'setting': 'checkpoints of table 1\'s setting (retrained), accuracy on 500 expressions per length bucket '
-                '(training: 11-63 tokens), ranked and tested at 256-511 tokens',
-     'sources': ('listops_plateau_by_length/runs',),
-     'metric': f'{LISTOPS_LENGTHS} 256-511', 'axis': 'test accuracy at 256-511 tokens',
-     'columns': ((f'{LISTOPS_LENGTHS} 64-127', '64-127'), (f'{LISTOPS_LENGTHS} 128-255', '128-255'),
-                 (f'{LISTOPS_LENGTHS} 256-511', '256-511')), 'digits': 3,
-     'reference': 'sinusoidal', 'baseline': (f'{LISTOPS_LENGTHS} 256-511 majority', 'majority class at 256-511'),
-     'statistics': None},
-    {'title': 'Multi30k En→De `:sweep`', 'task': 'translation',
-     'setting': 'sacreBLEU of the best-validation checkpoint, ranked and tested on test_2016_flickr; '
-                '`configs/translation/multi30k.py:sweep`, 1500 steps; none, sinusoidal, rope and legendre trained '
-                'at 6dd6a2d (2026-12-01), dynamic_bias, transformer_xl and xpos at cd5c540 (2026-11-24)',
-     'sources': ('multi30k_sweep/runs',),
-     'metric': 'test_2016_flickr bleu', 'axis': 'sacreBLEU, test_2016_flickr',
-     'columns': (('test_2016_flickr bleu', 'test_2016_flickr'), ('test_2017_flickr bleu', 'test_2017_flickr'),
-                 ('test_2017_mscoco bleu', 'test_2017_mscoco')), 'digits': 2,
-     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')},
-    {'title': 'Multi30k En→De `:tiny`', 'task': 'translation',
-     'setting': 'tokenized lowercased BLEU (the literature\'s protocol) of the averaged checkpoint (the last 10 '
-                'validated), ranked and tested on test_2016_flickr; `configs/translation/multi30k.py:tiny`, '
-                'at most 10000 steps, patience 10',
-     'sources': ('multi30k_tiny/runs',),
-     'metric': 'averaged test_2016_flickr tokenized_bleu',
-     'axis': 'tokenized BLEU, averaged checkpoint, test_2016_flickr',
-     'columns': (('averaged test_2016_flickr tokenized_bleu', 'test_2016_flickr'),
-                 ('averaged test_2017_flickr tokenized_bleu', 'test_2017_flickr'),
-                 ('averaged test_2017_mscoco tokenized_bleu', 'test_2017_mscoco')), 'digits': 2,
-     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('averaged', 'test_2016_flickr', 'tokenized_bleu')},
-)
+# One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
+# sources: paths under results/, each a folder of VARIANT/seed_S run folders or a runs.csv (a study whose run
+# folders were not committed); metric: the column ranked and tested, of the rows `comparison.run_row` writes
+# (length scores as 'SET BUCKET'), a run without it left out and named in the heading; lower_is_better: whether
+# the metric ranks ascending (a loss; absent: higher is better); axis: its label in the figure; columns: (column,
+# header) shown as mean ± std; baseline: (column, label) whose mean the heading quotes; statistics: (checkpoint,
+# split, BLEU) of bleu_statistics.json for the paired bootstrap, or None for a task without sentence statistics.
+TABLES = tuple(table | {'task': name} for name, spec in tasks.TASKS.items() for table in spec.summary_tables)
 
 SUMMARY_START = '<!-- summary:start -->'
 SUMMARY_END = '<!-- summary:end -->'
@@ -135,7 +97,8 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
       rows[-1]['recorded_seeds'] = pooled[summary['variant']][2] if pooled[summary['variant']] else []
   if table['reference'] not in [row['encoding'] for row in rows]:
     raise ValueError(f"{table['title']}: no runs of the reference encoding {table['reference']}")
-  rows.sort(key=lambda row: (-row['stats'][table['metric']]['mean'], row['encoding']))
+  better = 1 if table.get('lower_is_better') else -1
+  rows.sort(key=lambda row: (better * row['stats'][table['metric']]['mean'], row['encoding']))
   reference = next(row for row in rows if row['encoding'] == table['reference'])
   for rank, row in enumerate(rows, 1):
     row['rank'] = rank
@@ -237,6 +200,8 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
   heading names the runs table_rows left out unscored, given as table['unscored']."""
   digits, reference = table['digits'], table['reference']
   heading = f"#### {number}. {table['title']}: {table['setting']}"
+  if table.get('lower_is_better'):
+    heading += '; lower is better'
   if table['baseline']:
     column, label = table['baseline']
     heading += f"; {label} {rows[0]['stats'][column]['mean']:.{digits}f}"
@@ -296,7 +261,8 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
   lines = []
   for number, (table, rows) in enumerate(tables, 1):
     reference, leader = table['reference'], rows[0]
-    line = f"- **{table['title']}** (table {number}): {leader['encoding']} leads, {_versus(table, leader)}."
+    direction = ', lower is better' if table.get('lower_is_better') else ''
+    line = f"- **{table['title']}** (table {number}{direction}): {leader['encoding']} leads, {_versus(table, leader)}."
     seeded = next((row for row in rows if row['n'] > 1), None)
     if leader['n'] < 2 and seeded:
       line += f" With more than one seed, {seeded['encoding']} leads, {_versus(table, seeded)}."
@@ -355,7 +321,8 @@ def plot(tables: Sequence[tuple[dict, list[dict]]], path: str) -> None:
     panel.axhline(reference, color='grey', linestyle='--', linewidth=1, label=f"{table['reference']} (reference)")
     panel.set_xticks(positions, [f"{row['encoding']} (n={row['n']})" for row in rows], rotation=35, ha='right',
                      fontsize='small')
-    panel.set(title=f"{number}. {table['title']}".replace('`', ''), ylabel=table['axis'])
+    axis = table['axis'] + (' (lower is better)' if table.get('lower_is_better') else '')
+    panel.set(title=f"{number}. {table['title']}".replace('`', ''), ylabel=axis)
     panel.grid(alpha=0.3)
     panel.legend(fontsize='small')
   for panel in list(axes.flat)[len(tables):]:

@@ -16,7 +16,7 @@ import pytest
 
 from configs.lm import shakespeare_char
 from lra_posenc import encodings
-from lra_posenc.lm import input_pipeline, sample, settings, train
+from lra_posenc.lm import input_pipeline, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
@@ -344,6 +344,12 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
   assert 'by_length_ntk_factor' not in learned
   # Position interpolation by 2 halves every angle: another function than the unscaled model's at 16.
   assert rope['by_length_interpolation_factor']['16']['loss'] != rope['by_length']['16']['loss']
+  # As a row of sweep and summary tables: a figure per length and stretch; None where not measured.
+  columns = scoring.recorded_columns({'test_sets': {'validation': rope}})
+  assert columns['validation loss at 32'] == rope['by_length']['32']['loss']
+  assert columns['validation loss at 16 ntk_factor'] == rope['by_length_ntk_factor']['16']['loss']
+  assert len(columns) == 3 + 2 + 2
+  assert scoring.recorded_columns({'test_sets': {'validation': learned}})['validation loss at 16'] is None
 
 
 # Generation.

@@ -102,3 +102,17 @@ class LengthScorer:
                                          length, f'{what}, windows of {length}, {option}={length // self.block_size}')
           for length in lengths if length > self.block_size}
     return scores
+
+
+def recorded_columns(results: dict) -> dict[str, float | None]:
+  """A run's scores by length (results.json) as figures of its row: 'SPLIT loss at LENGTH', and 'SPLIT loss at
+  LENGTH OPTION' where the encoding's OPTION was stretched to the length; None where the encoding could not be
+  measured at that length."""
+  columns = {}
+  for split, scores in results['test_sets'].items():
+    for key, by_length in scores.items():
+      if key == 'by_length' or key.startswith('by_length_'):
+        suffix = key.removeprefix('by_length').replace('_', ' ', 1)  # '' or ' OPTION'.
+        for length, score in by_length.items():
+          columns[f'{split} loss at {length}{suffix}'] = score.get('loss')
+  return columns
