@@ -6,7 +6,8 @@ SUMMARY_TABLES = (
     {'title': 'Multi30k En→De `:sweep`',
      'setting': 'sacreBLEU of the best-validation checkpoint, ranked and tested on test_2016_flickr; '
                 '`configs/translation/multi30k.py:sweep`, 1500 steps; none, sinusoidal, rope and legendre trained '
-                'at 6dd6a2d (2026-12-01), dynamic_bias, transformer_xl and xpos at cd5c540 (2026-11-24)',
+                'at 6dd6a2d (2026-12-01), dynamic_bias, transformer_xl and xpos at cd5c540 (2026-11-24; dynamic_bias '
+                'seed 0 retrained at 359f20a reproduces its BLEU exactly)',
      'sources': ('multi30k_sweep/runs',),
      'metric': 'test_2016_flickr bleu', 'axis': 'sacreBLEU, test_2016_flickr',
      'columns': (('test_2016_flickr bleu', 'test_2016_flickr'), ('test_2017_flickr bleu', 'test_2017_flickr'),
