@@ -255,6 +255,19 @@ def operation_times(run_window: Callable[[int], float], steps: int) -> dict[str,
                     for kind, ns in spent.most_common()]}
 
 
+def matmul_gflops(size: int = 2048, repeats: int = 7) -> float:
+  """This host's float32 matrix-product throughput: the median of `repeats` [size, size] products."""
+  a, b = (jax.random.normal(jax.random.PRNGKey(seed), (size, size), jnp.float32) for seed in (0, 1))
+  product = jax.jit(jnp.dot)
+  product(a, b).block_until_ready()
+  seconds = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    product(a, b).block_until_ready()
+    seconds.append(time.perf_counter() - start)
+  return 2 * size ** 3 / statistics.median(seconds) / 1e9
+
+
 def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, steps_per_window: int
                         ) -> dict[str, list[float]]:
   """Window seconds per timer: a warm-up round, then `windows` rounds of one window each, in rotating order."""

@@ -101,19 +101,6 @@ def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
   return config
 
 
-def matmul_gflops(size: int = 2048, repeats: int = 7) -> float:
-  """This host's float32 matrix-product throughput: the median of `repeats` [size, size] products."""
-  a, b = (jax.random.normal(jax.random.PRNGKey(seed), (size, size), jnp.float32) for seed in (0, 1))
-  product = jax.jit(jnp.dot)
-  product(a, b).block_until_ready()
-  seconds = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    product(a, b).block_until_ready()
-    seconds.append(time.perf_counter() - start)
-  return 2 * size ** 3 / statistics.median(seconds) / 1e9
-
-
 def compare(args: argparse.Namespace) -> dict[str, Any]:
   workload = translation_train.benchmark_workload(our_config(args))
   timers = {'ours': benchmarking.TrainStepTimer(workload),
@@ -129,7 +116,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'best_ms_per_step': {name: 1e3 * min(s) / args.steps for name, s in seconds.items()},
       'ratio_ours_to_peer': step_seconds['ours'] / step_seconds['peer'],
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
-      'matmul_gflops_per_second': matmul_gflops(),
+      'matmul_gflops_per_second': benchmarking.matmul_gflops(),
       'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
       'devices': jax.local_device_count(),
   }
