@@ -16,7 +16,7 @@ import pytest
 
 from configs.lm import shakespeare_char
 from lra_posenc import encodings
-from lra_posenc.lm import input_pipeline, sample, scoring, settings, train
+from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
@@ -413,3 +413,28 @@ def test_the_download_script_writes_the_standard_splits_of_a_zip_and_refuses_ano
     download_lm_data.read_corpus(str(archive), 'enwik8', 100_000_000)
   with pytest.raises(ValueError, match=r"not a zip holding 'text8'"):
     download_lm_data.read_corpus(str(archive), 'text8', 1024)
+
+
+def test_the_length_figure_averages_each_variants_seeds_per_length_and_skips_what_was_not_measured(tmp_path):
+  def write(variant, seed, by_length, **stretched):
+    run = tmp_path / 'runs' / variant / f'seed_{seed}'
+    os.makedirs(run)
+    scores = {'loss': 1.0, 'by_length': by_length} | {f'by_length_{k}': v for k, v in stretched.items()}
+    (run / 'results.json').write_text(json.dumps({'test_sets': {'validation': scores}}))
+
+  write('rope', 0, {'8': {'loss': 1.0}, '16': {'loss': 2.0}}, ntk_factor={'16': {'loss': 1.5}})
+  write('rope', 1, {'8': {'loss': 1.2}, '16': {'loss': 2.4}}, ntk_factor={'16': {'loss': 1.7}})
+  write('learned', 0, {'8': {'loss': 1.1}, '16': {'not_measured': 'learned cannot extrapolate'}})
+  os.makedirs(tmp_path / 'runs' / 'alibi' / 'seed_0')  # Started, not finished: no results.json.
+  lines = length_figure.curves(str(tmp_path / 'runs'), 'validation')
+  assert lines == {'learned': {8: [1.1]}, 'rope': {8: [1.0, 1.2], 16: [2.0, 2.4]},
+                   'rope, ntk_factor stretched': {16: [1.5, 1.7]}}
+  figures = length_figure.summary(lines)
+  assert figures['rope']['16']['mean'] == pytest.approx(2.2)
+  assert figures['rope']['16']['std'] == pytest.approx(np.std([2.0, 2.4], ddof=1))
+  output = tmp_path / 'figure.png'
+  length_figure.main(['--runs', str(tmp_path / 'runs'), '--output', str(output)])
+  assert output.stat().st_size > 0
+  assert json.loads((tmp_path / 'figure.json').read_text()) == json.loads(json.dumps(figures))
+  with pytest.raises(ValueError, match="no test split 'test'"):
+    length_figure.curves(str(tmp_path / 'runs'), 'test')
