@@ -3,7 +3,7 @@
 
 On a lent GPU (docs/gpu.md), inside one 10-minute command:
     python scripts/gpu_campaign.py --out=$OUT --work=/tmp/campaign --budget_seconds=540 \\
-        --multi30k=.gpu_data/multi30k --peer_models=.gpu_data/wmt_models.py
+        --data=.gpu_data --peer_models=.gpu_data/wmt_models.py
 In order, each step capped so that the whole fits --budget_seconds:
   1. --benchmarks, each in a process of its own (scripts/benchmark.py, scripts/side_by_side_wmt.py, the
      cuDNN attention tests): steps/s, MFU, compile time, memory and attention path, with 20 more steps
@@ -13,7 +13,9 @@ In order, each step capped so that the whole fits --budget_seconds:
      Meanwhile the LRA ListOps data is generated on one CPU core.
   2. The runs of --plan (configs/gpu_campaign.txt), in its order, --parallel at a time. A run's NAME is the
      folder its files are committed to under results/ (STUDY/runs/VARIANT/seed_S), and a run committed there
-     is not run again. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75), so
+     is not run again. Each line names its own data in its flags: {data} stands for --data (the folder of the
+     data sets: multi30k/, tinyshakespeare/), {listops_data} for the ListOps generated in step 1, which a run
+     naming it waits for. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75), so
      its metrics.jsonl comes back all the same. The window's own files go to results/gpu_windows/.
 A second command on the same (still warm) machine with the same --work goes on where the first stopped: the
 ListOps data is kept (its generator.json matches), a benchmark or run that ended there is reported, not run
@@ -92,6 +94,10 @@ def benchmarks(tiny: bool, peer_models: str) -> dict[str, tuple[list[str], float
   }
 
 
+# What a plan's flags may name, replaced when a run starts: the --data folder, and the ListOps the campaign generates.
+DATA, LISTOPS_DATA = '{data}', '{listops_data}'
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannedRun:
   """One line of the plan: a name, a task, its process's environment settings, and the training command's flags."""
@@ -100,11 +106,19 @@ class PlannedRun:
   flags: tuple[str, ...]
   env: tuple[tuple[str, str], ...] = ()
 
+  @property
+  def needs_generated_data(self) -> bool:
+    return any(LISTOPS_DATA in flag for flag in self.flags)
+
+  def command_flags(self, data: str, listops_data: str) -> list[str]:
+    return [flag.replace(DATA, data).replace(LISTOPS_DATA, listops_data) for flag in self.flags]
+
 
 def read_plan(path: str) -> list[PlannedRun]:
   """The plan's runs, in its order: `NAME TASK [VARIABLE=VALUE...] FLAGS...` per line, NAME a relative folder
   (where the run is committed), the settings before the flags going into the run's environment
-  (`JAX_DEFAULT_MATMUL_PRECISION=highest`); '#' starts a comment."""
+  (`JAX_DEFAULT_MATMUL_PRECISION=highest`), the flags naming their data with {data} or {listops_data}; '#' starts
+  a comment."""
   runs, names = [], set()
   with open(path) as f:
     for number, line in enumerate(f, start=1):
@@ -120,8 +134,11 @@ def read_plan(path: str) -> list[PlannedRun]:
         raise DataError(path, number, f'run name {name!r}: a relative folder such as STUDY/runs/VARIANT/seed_S')
       if name in names:
         raise DataError(path, number, f'run {name!r} is planned twice')
+      flags = words[2 + len(settings):]
+      if unknown := sorted({field for flag in flags for field in re.findall(r'\{[^}]*\}', flag)} - {DATA, LISTOPS_DATA}):
+        raise DataError(path, number, f'{", ".join(unknown)}: a flag may name only {DATA} and {LISTOPS_DATA}')
       names.add(name)
-      runs.append(PlannedRun(name, words[1], tuple(words[2 + len(settings):]),
+      runs.append(PlannedRun(name, words[1], tuple(flags),
                              tuple(tuple(setting.split('=', 1)) for setting in settings)))
   return runs
 
@@ -244,7 +261,7 @@ def generate_listops(data_dir: str, tiny: bool) -> subprocess.Popen:
 
 
 def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, generating: subprocess.Popen, *,
-             committed: str, multi30k: str, parallel: int, least_seconds: float, grace_seconds: float) -> None:
+             committed: str, data: str, parallel: int, least_seconds: float, grace_seconds: float) -> None:
   """Starts the plan's runs in order while --least_seconds remain, at most `parallel` at once; stops them all
   (SIGTERM, then SIGKILL after `grace_seconds`) `grace_seconds` before the deadline. A run that finished in an
   earlier command in this work folder is reported again, not run."""
@@ -262,16 +279,15 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
   try:
     while pending or running:
       # A ListOps run waits for its data without blocking this loop, which signals and kills at the deadline.
-      ready = bool(pending) and (pending[0].task != 'listops' or generating.poll() is not None)
+      ready = bool(pending) and (not pending[0].needs_generated_data or generating.poll() is not None)
       if ready and len(running) < parallel and campaign.seconds_left() >= least_seconds:
         run = pending.pop(0)
-        if run.task == 'listops' and generating.returncode != 0:
+        if run.needs_generated_data and generating.returncode != 0:
           raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
         workdir = os.path.join(campaign.work, 'runs', run.name)
         os.makedirs(workdir, exist_ok=True)
-        data_dir = listops_data if run.task == 'listops' else multi30k
-        command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}', *run.flags,
-                   f'--config.data.data_dir={data_dir}',
+        command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}',
+                   *run.command_flags(data, listops_data),
                    f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
         print(f'[{run.name}] {shlex.join(command)}', flush=True)
         with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:  # A resumed run's log goes on.
@@ -401,8 +417,8 @@ def main() -> None:
                            '(2026-11-28); two may both miss the deadline.')
   parser.add_argument('--least_seconds', type=float, default=150, help='No run starts with less time left.')
   parser.add_argument('--grace_seconds', type=float, default=25, help='Stop runs this long before the deadline.')
-  parser.add_argument('--multi30k', default=os.path.join(ROOT, '..', 'shared', 'data', 'multi30k'),
-                      help="Multi30k's raw files, for translation runs.")
+  parser.add_argument('--data', default=os.path.join(ROOT, '..', 'shared', 'data'),
+                      help='The data sets (multi30k/, tinyshakespeare/): what {data} in the plan stands for.')
   parser.add_argument('--peer_models', default='/tmp/wmt_models.py', help="Flax's examples/wmt/models.py.")
   parser.add_argument('--tiny', action='store_true', help='CPU sizes: what the test suite runs.')
   args = parser.parse_args()
@@ -423,7 +439,7 @@ def main() -> None:
   try:
     run_benchmarks(campaign, names, args.tiny, args.peer_models)
     run_plan(campaign, plan, listops_data, generating, committed=args.committed,
-             multi30k=os.path.abspath(args.multi30k),
+             data=os.path.abspath(args.data),
              parallel=args.parallel, least_seconds=args.least_seconds, grace_seconds=args.grace_seconds)
   finally:
     generating.kill()

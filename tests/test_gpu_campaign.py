@@ -13,7 +13,7 @@ CAMPAIGN = [sys.executable, os.path.join(ROOT, 'scripts', 'gpu_campaign.py')]
 FINISHING = 'study/runs/none/seed_0'
 TINY_RUN = ('listops --config=configs/listops/lra.py:cpu --config.model.num_layers=1 --config.model.emb_dim=32 '
             '--config.model.qkv_dim=32 --config.model.mlp_dim=64 --config.training.log_every_steps=2 '
-            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4')
+            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4 --config.data.data_dir={listops_data}')
 
 
 @pytest.mark.slow
@@ -104,6 +104,7 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
     ('../elsewhere listops --config=x', 'a relative folder such as STUDY/runs/VARIANT/seed_S'),
     ('/abs/path listops --config=x', 'a relative folder'),
     ('study/runs/x/seed_0 listops PRECISION=highest', 'expected NAME TASK [VARIABLE=VALUE...] FLAGS...'),
+    ('study/runs/x/seed_0 lm --config.data.text_file={dat}/a.txt', '{dat}: a flag may name only {data} and {listops_data}'),
 ])
 def test_a_plan_line_names_a_folder_under_results_and_has_flags(tmp_path, line, error):
   import gpu_campaign  # noqa: PLC0415
@@ -119,3 +120,9 @@ def test_the_committed_plan_reads_and_names_each_run_once():
   assert plan[0].name == 'listops_lra_fused/runs/none/seed_0' and len({run.name for run in plan}) == len(plan)
   tiny = [run for run in plan if '--config=configs/translation/multi30k.py:tiny' in run.flags]
   assert tiny and all(run.env == (('JAX_DEFAULT_MATMUL_PRECISION', 'highest'),) for run in tiny)
+  for run in plan:  # Each names its data, and only ListOps runs wait for the generated set.
+    data_flags = [flag for flag in run.command_flags('/d', '/gen') if flag.startswith('--config.data.')]
+    assert data_flags and all(flag.split('=', 1)[1].startswith(('/d/', '/gen')) for flag in data_flags), run.name
+    assert run.needs_generated_data == (run.task == 'listops'), run.name
+  learned = next(run for run in plan if run.name == 'lm_shakespeare_char/runs/learned/seed_0')
+  assert '--config.data.text_file=/d/tinyshakespeare/input.txt' in learned.command_flags('/d', '/gen')
