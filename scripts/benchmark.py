@@ -45,13 +45,13 @@ from ml_collections import config_flags
 
 from lra_posenc import benchmarking, encodings
 from lra_posenc.data.files import written_whole
-from lra_posenc.tasks import TASKS
+from lra_posenc.tasks import TASKS, TaskSpec
 from lra_posenc.training import cli, distributed, provenance
 from lra_posenc.validation import check_choice, comma_separated
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', None, 'The task config, e.g. configs/listops/lra.py:cpu.')
-flags.DEFINE_enum('task', 'listops', sorted(TASKS), 'Which task the config belongs to.')
+flags.DEFINE_enum('task', None, sorted(TASKS), "Which task the config belongs to; default: the config's `task`.")
 flags.DEFINE_string('encodings', '', "Comma-separated encodings, or 'all'; empty: the config's own.")
 flags.DEFINE_string('reference', '', 'The encoding whose step time the ratios divide by (one of --encodings); '
                     'empty: the first of them.')
@@ -83,7 +83,7 @@ def throughput(config: ml_collections.ConfigDict, encoding_names: list[str], ref
   for name in encoding_names:
     variant = config.copy_and_resolve_references()
     variant.model.pos_encoding = name
-    workloads[name] = TASKS[FLAGS.task].benchmark_workload(variant)
+    workloads[name] = task_spec().benchmark_workload(variant)
     timers[name] = benchmarking.TrainStepTimer(workloads[name])
   seconds = benchmarking.interleaved_windows(timers, windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
   if FLAGS.trace_dir:
@@ -191,7 +191,7 @@ def memory_grid(config: ml_collections.ConfigDict) -> dict:
       for dropout in sorted({config.model.attention_dropout_rate, 0.0}, reverse=True):
         variant = config.copy_and_resolve_references()
         variant.model.update(dtype=dtype, remat=remat, attention_dropout_rate=dropout)
-        memory = benchmarking.train_step_memory(TASKS[FLAGS.task].benchmark_workload(variant))
+        memory = benchmarking.train_step_memory(task_spec().benchmark_workload(variant))
         rows.append({'dtype': dtype, 'remat': remat, 'attention_dropout_rate': dropout} | memory)
         print(f'{dtype:>9} remat={remat!s:5} attention dropout {dropout:.1f}: {memory["total_bytes"] / 2**30:7.2f} GiB '
               f'(temporaries {memory["temp_bytes"] / 2**30:.2f} GiB)', flush=True)
@@ -200,7 +200,7 @@ def memory_grid(config: ml_collections.ConfigDict) -> dict:
 
 def profile_ops(config: ml_collections.ConfigDict, shown: int = 20) -> dict:
   """`benchmarking.operation_times` of the config's train step after a warm-up window; prints the costliest kinds."""
-  timer = benchmarking.TrainStepTimer(TASKS[FLAGS.task].benchmark_workload(config))
+  timer = benchmarking.TrainStepTimer(task_spec().benchmark_workload(config))
   timer.run_window(FLAGS.steps_per_window)
   profile = benchmarking.operation_times(timer.run_window, FLAGS.steps_per_window)
   print(f'{1e3 * profile["step_seconds"]:.1f} ms a step over {FLAGS.steps_per_window} steps; thread time by operation '
@@ -225,6 +225,13 @@ def _reference(names: list[str]) -> str:
   return FLAGS.reference or names[0]
 
 
+def task_spec() -> TaskSpec:
+  """The config's task (`config.task`), which --task, where given, must name."""
+  if FLAGS.task and FLAGS.task != FLAGS.config.task:
+    raise app.UsageError(f'--task={FLAGS.task}, but the config is of task {FLAGS.config.task!r}')
+  return TASKS[FLAGS.config.task]
+
+
 MODES = ('device_counts', 'memory_grid', 'profile_ops', 'pipeline')  # Else: the throughput table.
 
 
@@ -238,7 +245,7 @@ def main(argv: list[str]) -> None:
                          'not --encodings')
   config = FLAGS.config
   device = jax.local_devices()[0]
-  results = {'task': FLAGS.task, 'device_kind': device.device_kind, 'platform': device.platform,
+  results = {'task': task_spec().name, 'device_kind': device.device_kind, 'platform': device.platform,
              'local_devices': jax.local_device_count(), 'host_cpu': provenance.host_cpu(), 'jax': jax.__version__,
              'model': config.model.to_dict(),
              'batch_size': {'train': config.training.batch_size, 'eval': config.evaluation.batch_size},
@@ -253,7 +260,7 @@ def main(argv: list[str]) -> None:
   elif FLAGS.pipeline:
     if not FLAGS.workdir:
       raise app.UsageError('--pipeline needs --workdir (data and a short real run go there)')
-    gap = benchmarking.pipeline_gap(config, TASKS[FLAGS.task].create_task, FLAGS.workdir, windows=FLAGS.windows,
+    gap = benchmarking.pipeline_gap(config, task_spec().create_task, FLAGS.workdir, windows=FLAGS.windows,
                                     steps_per_window=FLAGS.steps_per_window)
     print(f'synthetic {gap["synthetic_steps_per_second"]:.2f} steps/s, real pipeline and loop '
           f'{gap["real_steps_per_second"]:.2f} steps/s: gap {gap["gap"]:.1%}; the input pipeline alone makes '

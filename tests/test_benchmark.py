@@ -290,7 +290,8 @@ def test_cli_profiles_the_train_step_by_operation_kind(tmp_path):
     (['--encodings=fourier'], "--encodings='fourier' is not one of"),
     (['--encodings=rope,alibi', '--reference=none'], "--reference='none' is not one of ['rope', 'alibi']"),
     (['--memory_grid', '--profile_ops'], '--memory_grid and --profile_ops: one mode at a time'),
-    (['--profile_ops', '--encodings=rope'], "--profile_ops measures the config's own encoding")])
+    (['--profile_ops', '--encodings=rope'], "--profile_ops measures the config's own encoding"),
+    (['--task=translation'], "--task=translation, but the config is of task 'listops'")])
 def test_cli_names_a_bad_encoding_or_reference(flags, message):
   completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *SMALL_CLI, *flags],
                              capture_output=True, text=True, timeout=300)

@@ -127,7 +127,6 @@ NAMING_TASKS_TODAY = {
     'lra_posenc/diagnostics.py': {'listops'},
     'lra_posenc/report.py': {'translation'},
     'lra_posenc/training/config_checks.py': {'listops', 'translation'},
-    'scripts/benchmark.py': {'listops'},
     'scripts/bleu_significance.py': {'translation'},
     'scripts/decoding_grid.py': {'translation'},
     'scripts/gpu_campaign.py': {'listops'},
