@@ -5,8 +5,9 @@ statistics, a paired bootstrap p over test sentences); a few verdict lines and o
 
     python -m lra_posenc.report [--results_dir=results] [--results_md=RESULTS.md] [--no-update_results_md]
 
-writes RESULTS_DIR/SUMMARY.md, RESULTS_DIR/summary.png and the folder index RESULTS_DIR/README.md, and replaces
-the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after its first paragraph if it has none).
+writes RESULTS_DIR/SUMMARY.md, RESULTS_DIR/summary.png and the folder index RESULTS_DIR/README.md, replaces
+the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after its first paragraph if it has none),
+and the verdict lines between VERDICTS_START and VERDICTS_END in README.md.
 """
 import argparse
 import os
@@ -35,6 +36,9 @@ TABLES = tuple(table | {'task': name} for name, spec in tasks.TASKS.items() for 
 
 SUMMARY_START = '<!-- summary:start -->'
 SUMMARY_END = '<!-- summary:end -->'
+# README.md's results bullets: the verdict lines, between these markers (which README.md must have).
+VERDICTS_START = '<!-- verdicts:start -->'
+VERDICTS_END = '<!-- verdicts:end -->'
 SUMMARY_FILE = 'SUMMARY.md'
 FIGURE_FILE = 'summary.png'
 INDEX_FILE = 'README.md'  # results/README.md: every study folder, where RESULTS.md reads it, and its runs' provenance.
@@ -105,7 +109,23 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
     row |= _against_reference(table, row, reference)
     if table['statistics']:
       row |= _bootstrap(row, pooled[row['encoding']], pooled[reference['encoding']])
+  for test in ('welch', 'bootstrap'):  # Each test's family: the table's comparisons against its reference.
+    for row, adjusted in zip(rows, holm([row.get(f'{test}_p') for row in rows])):
+      row[f'{test}_holm_p'] = adjusted
   return rows, unscored
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+  """Holm's step-down adjustment of the p-values present (None: no test, left None): the i-th smallest of m
+  becomes max over j <= i of min(1, (m - j + 1) p_(j)), so that rejecting where the adjusted p < alpha keeps the
+  family-wise error rate at alpha."""
+  present = sorted((p, index) for index, p in enumerate(p_values) if p is not None)
+  adjusted: list[float | None] = [None] * len(p_values)
+  running = 0.0
+  for rank, (p, index) in enumerate(present):
+    running = max(running, min(1.0, (len(present) - rank) * p))
+    adjusted[index] = running
+  return adjusted
 
 
 def ended_cell(reasons: Sequence[str]) -> str:
@@ -122,17 +142,22 @@ def _against_reference(table: dict, row: dict, reference: dict) -> dict:
   if row is reference:
     return {'delta': None, 'welch_p': None, 'welch_missing': None}
   metric = table['metric']
-  values = [[v for v in side['stats'][metric]['values'] if v is not None] for side in (row, reference)]
-  if min(len(v) for v in values) < 2:
-    welch_p, missing = None, 'one seed'
-  elif all(np.ptp(v) == 0 for v in values):  # t = 0 / 0.
-    welch_p, missing = None, 'no spread over seeds'
-  else:
-    with warnings.catch_warnings():  # scipy's warning of "nearly identical" data, for a side whose spread is 0.
-      warnings.filterwarnings('ignore', 'Precision loss occurred in moment calculation', RuntimeWarning)
-      welch_p, missing = float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue), None
+  welch_p, missing = welch(row, reference, metric)
   return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'], 'welch_p': welch_p,
           'welch_missing': missing}
+
+
+def welch(row: dict, other: dict, metric: str) -> tuple[float | None, str | None]:
+  """Welch's two-sided p over the seeds of two rows, or None and why not: one seed on a side, or no spread over
+  seeds on either."""
+  values = [[v for v in side['stats'][metric]['values'] if v is not None] for side in (row, other)]
+  if min(len(v) for v in values) < 2:
+    return None, 'one seed'
+  if all(np.ptp(v) == 0 for v in values):  # t = 0 / 0.
+    return None, 'no spread over seeds'
+  with warnings.catch_warnings():  # scipy's warning of "nearly identical" data, for a side whose spread is 0.
+    warnings.filterwarnings('ignore', 'Precision loss occurred in moment calculation', RuntimeWarning)
+    return float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue), None
 
 
 def _bootstrap(row: dict, pooled: tuple | None, reference: tuple | None) -> dict:
@@ -218,19 +243,26 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
         for encoding, seeds in table['unscored'].items())
   heading += ' (' + ', '.join(f'[{source}]({link_prefix}{source})' for source in table['sources']) + ')'
   headers = (['encoding', 'n'] + [label for _, label in table['columns']]
-             + ['rank', 'ended', f'Δ vs {reference}', 'Welch p'] + (['bootstrap p (seeds)'] if bootstrap else []))
+             + ['rank', 'ended', f'Δ vs {reference}', 'Welch p (Holm)']
+             + (['bootstrap p (Holm; seeds)'] if bootstrap else []))
   lines = [heading, '| ' + ' | '.join(headers) + ' |', '| --- ' * len(headers) + '|']
   for row in rows:
     cells = [row['encoding'], str(row['n'])]
     cells += [sweeps.mean_std_cell(row['stats'][column], digits) for column, _ in table['columns']]
     cells += [str(row['rank']), row['ended'],
               'reference' if row['delta'] is None else f"{row['delta']:+.{digits}f}",
-              '-' if row['delta'] is None else p_cell(row['welch_p'])]
+              '-' if row['delta'] is None else _p_and_holm(row['welch_p'], row['welch_holm_p'])]
     if bootstrap:
       cells.append('-' if row['delta'] is None else 'n/a' if row['bootstrap_p'] is None else
-                   f"{p_cell(row['bootstrap_p'])} ({_seed_list(row['bootstrap_seeds'])})")
+                   f"{p_cell(row['bootstrap_p'])} ({p_cell(row['bootstrap_holm_p'])}; "
+                   f"{_seed_list(row['bootstrap_seeds'])})")
     lines.append('| ' + ' | '.join(cells) + ' |')
   return lines
+
+
+def _p_and_holm(p: float | None, adjusted: float | None) -> str:
+  """'0.013 (0.052)': a p-value and its Holm-adjusted value; 'n/a' where no test ran."""
+  return 'n/a' if p is None else f'{p_cell(p)} ({p_cell(adjusted)})'
 
 
 def _seed_list(seeds: Sequence[int]) -> str:
@@ -239,7 +271,8 @@ def _seed_list(seeds: Sequence[int]) -> str:
 
 
 def _versus(table: dict, row: dict) -> str:
-  """A row's mean and its difference from the reference with the tests' p-values and what they establish."""
+  """A row's mean and its difference from the reference with the tests' p-values, Holm-adjusted within the table,
+  and what the adjusted values establish."""
   digits = table['digits']
   text = f"{sweeps.mean_std_cell(row['stats'][table['metric']], digits)} (n={row['n']})"
   if row['delta'] is None:
@@ -247,31 +280,35 @@ def _versus(table: dict, row: dict) -> str:
   text += f", {row['delta']:+.{digits}f} against {table['reference']}, Welch p = {p_cell(row['welch_p'])}"
   if row['welch_p'] is None:
     text += f" ({row['welch_missing']})"
+  else:
+    text += f" (Holm {p_cell(row['welch_holm_p'])})"
   if row.get('bootstrap_p') is not None:
-    text += f", paired bootstrap p = {p_cell(row['bootstrap_p'])}"
-  established = [test for test, p in (('Welch', row['welch_p']), ('bootstrap', row.get('bootstrap_p')))
+    text += f", paired bootstrap p = {p_cell(row['bootstrap_p'])} (Holm {p_cell(row['bootstrap_holm_p'])})"
+  established = [test for test, p in (('Welch', row['welch_holm_p']), ('bootstrap', row.get('bootstrap_holm_p')))
                  if significance(p) != 'not established']
   return text + (f": significant at 5% ({' and '.join(established)})" if established else ': not established')
 
 
 def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
-  """One line per table (its leader, the leader over several seeds if that is another, and which other
-  differences from the reference are significant over seeds), and one with the ranks of the encodings every
-  table has; each names the table it rests on."""
+  """One line per table (its first row, whether it is separated from the second, the first over several seeds if
+  that is another, and which other differences from the reference are significant over seeds after Holm's
+  adjustment), and one with the ranks of the encodings every table has; each names the table it rests on."""
   lines = []
   for number, (table, rows) in enumerate(tables, 1):
     reference, leader = table['reference'], rows[0]
     direction = ', lower is better' if table.get('lower_is_better') else ''
-    line = f"- **{table['title']}** (table {number}{direction}): {leader['encoding']} leads, {_versus(table, leader)}."
+    line = (f"- **{table['title']}** (table {number}{direction}): {_first(table, rows)}, "
+            f"{_versus(table, leader)}.")
     seeded = next((row for row in rows if row['n'] > 1), None)
     if leader['n'] < 2 and seeded:
-      line += f" With more than one seed, {seeded['encoding']} leads, {_versus(table, seeded)}."
+      line += f" With more than one seed, {seeded['encoding']} is first, {_versus(table, seeded)}."
     named = {leader['encoding'], seeded['encoding'] if seeded else None}
-    significant = [f"{row['encoding']} {row['delta']:+.{table['digits']}f} (p = {p_cell(row['welch_p'])})"
+    significant = [f"{row['encoding']} {row['delta']:+.{table['digits']}f} (p = {p_cell(row['welch_p'])}, "
+                   f"Holm {p_cell(row['welch_holm_p'])})"
                    for row in rows if row['encoding'] not in named and row['delta'] is not None
-                   and significance(row['welch_p']) != 'not established']
-    line += (f" Also significant at 5% over seeds: {', '.join(significant)}." if significant
-             else f' No other difference from {reference} is significant at 5% over seeds.')
+                   and significance(row['welch_holm_p']) != 'not established']
+    line += (f" Also significant at 5% over seeds after Holm: {', '.join(significant)}." if significant
+             else f' No other difference from {reference} is significant at 5% over seeds after Holm.')
     lines.append(line)
   common = [row['encoding'] for row in tables[0][1]
             if all(any(other['encoding'] == row['encoding'] for other in rows) for _, rows in tables)]
@@ -287,6 +324,21 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
   return lines
 
 
+def _first(table: dict, rows: Sequence[dict]) -> str:
+  """'X leads Y by D (Welch p = P)' where the first row's margin over the second is significant over seeds (one
+  test per table), else 'X ranks first, not separated from Y (...)'."""
+  leader = rows[0]['encoding']
+  if len(rows) < 2:
+    return f'{leader} ranks first, alone'
+  runner_up = rows[1]
+  margin = abs(rows[0]['stats'][table['metric']]['mean'] - runner_up['stats'][table['metric']]['mean'])
+  p, missing = welch(rows[0], runner_up, table['metric'])
+  test = f"Welch p = {p_cell(p)}" if p is not None else f'no Welch test: {missing}'
+  if significance(p) != 'not established':
+    return f"{leader} leads {runner_up['encoding']} by {margin:.{table['digits']}f} ({test})"
+  return f"{leader} ranks first, not separated from {runner_up['encoding']} ({margin:.{table['digits']}f}; {test})"
+
+
 def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str) -> str:
   """The summary block: what it is, the verdicts, the figure's link, then the tables. Links are relative to
   the file it goes into, `link_prefix` being the path from there to results/."""
@@ -295,8 +347,10 @@ def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str
            f'[`results/`]({link_prefix or "./"}); do not edit by hand. Mean ± sample std over seeds (n), ranked by '
            f'mean; Δ: difference of means from the reference encoding. Welch p: t-test over seeds, unequal '
            f'variances. Bootstrap p: paired over the test sentences (1000 resamples, sacreBLEU\'s seed), each '
-           f'side\'s seeds that recorded bleu_statistics.json pooled. p < 0.05 reads "significant at 5%", '
-           f'anything else "not established" (uncorrected for the many comparisons). Ended: by patience '
+           f'side\'s seeds that recorded bleu_statistics.json pooled. In brackets, Holm\'s adjustment within the '
+           f'table (the family: its comparisons against the reference, per test); the words follow it: adjusted '
+           f'p < 0.05 reads "significant at 5%", anything else "not established". The first row "leads" the '
+           f'second only where their Welch p < 0.05; else it "ranks first, not separated". Ended: by patience '
            f'(validation stopped improving) or at the step budget; {NOT_RECORDED}: the run predates the record of '
            f'why it ended (read from a runs.csv, or a results.json without training_ended). Figure: '
            f'[{FIGURE_FILE}]({link_prefix}{FIGURE_FILE}).', '']
@@ -353,6 +407,15 @@ def with_block(text: str, block: str) -> str:
   while index < len(lines) and lines[index].strip():
     index += 1
   return ''.join(lines[:index]) + '\n' + wrapped + ''.join(lines[index:])
+
+
+def with_verdicts(text: str, tables: Sequence[tuple[dict, list[dict]]]) -> str:
+  """`text` (README.md) with the verdict lines between VERDICTS_START and VERDICTS_END."""
+  before, start, rest = text.partition(VERDICTS_START)
+  _, end, after = rest.partition(VERDICTS_END)
+  if not start or not end:
+    raise ValueError(f'no {VERDICTS_START} ... {VERDICTS_END} block for the verdicts')
+  return before + VERDICTS_START + '\n' + '\n'.join(verdicts(tables)) + '\n' + VERDICTS_END + after
 
 
 def study_index(results_dir: str, documents: dict[str, str]) -> str:
@@ -415,8 +478,11 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--results_dir', default='results', help='The committed results tree.')
   parser.add_argument('--results_md', default='RESULTS.md', help='The file whose summary block is replaced.')
+  parser.add_argument('--readme', default='', help='The file whose verdicts block is replaced; default: the '
+                                                   'README.md beside --results_md.')
   parser.add_argument('--update_results_md', action=argparse.BooleanOptionalAction, default=True,
-                      help='Replace (or insert) the summary block of --results_md.')
+                      help='Replace (or insert) the summary block of --results_md, and replace the verdicts block '
+                           'of --readme.')
   args = parser.parse_args(argv)
   tables = summary_tables(args.results_dir, TABLES)
   summary = summary_markdown(tables, '')
@@ -430,6 +496,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open(args.results_md) as f:
       updated = with_block(f.read(), summary_markdown(tables, prefix))
     with written_whole(args.results_md) as f:  # Hand-written text around the block: never left half-written.
+      f.write(updated)
+    readme = args.readme or os.path.join(os.path.dirname(os.path.abspath(args.results_md)), 'README.md')
+    with open(readme) as f:
+      updated = with_verdicts(f.read(), tables)
+    with written_whole(readme) as f:
       f.write(updated)
   print(summary, end='')
 

@@ -29,6 +29,9 @@ def test_committed_summary_is_what_the_run_files_give():
   block = report.summary_markdown(tables, 'results/')
   assert report.with_block(text, block) == text, STALE
   assert len(block.splitlines()) <= 100  # Two screens: five tables of up to 16 encodings.
+  with open(os.path.join(ROOT, 'README.md')) as f:
+    readme = f.read()
+  assert report.with_verdicts(readme, tables) == readme, STALE
   with open(os.path.join(ROOT, 'results', report.INDEX_FILE)) as f:
     assert f.read() == report.study_index(os.path.join(ROOT, 'results'), report.index_documents(
         os.path.join(ROOT, 'RESULTS.md'))), STALE
@@ -155,12 +158,39 @@ def test_table_and_verdicts_state_the_figures(listops_tree):
   rope_mean, rope_std = np.mean(ACCURACIES['rope']), np.std(ACCURACIES['rope'], ddof=1)
   welch = scipy.stats.ttest_ind(ACCURACIES['rope'], ACCURACIES['sinusoidal'], equal_var=False).pvalue
   delta = rope_mean - np.mean(ACCURACIES['sinusoidal'])
-  assert table[3] == f'| rope | 3 | {rope_mean:.3f} ± {rope_std:.3f} | 1 | 3 patience | +{delta:.3f} | {welch:.3f} |'
+  # One Welch test in the family (alibi has one seed), so Holm leaves rope's p as it is.
+  assert table[3] == (f'| rope | 3 | {rope_mean:.3f} ± {rope_std:.3f} | 1 | 3 patience | +{delta:.3f} | '
+                      f'{welch:.3f} ({welch:.3f}) |')
   assert table[4] == f"| alibi | 1 | 0.450 | 2 | 1 budget | {0.45 - np.mean(ACCURACIES['sinusoidal']):+.3f} | n/a |"
   assert table[5].startswith('| sinusoidal | 3 |') and table[5].endswith('| 3 | 2 patience, 1 budget | reference | - |')
   verdict, = report.verdicts([(LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree)[0])])[:1]
-  assert f'rope leads, {rope_mean:.3f} ± {rope_std:.3f} (n=3), +{delta:.3f} against sinusoidal' in verdict
-  assert f'Welch p = {welch:.3f}: ' + ('significant at 5%' if welch < 0.05 else 'not established') in verdict
+  # The runner-up, alibi, has one seed: no test separates them.
+  assert f'rope ranks first, not separated from alibi ({rope_mean - 0.45:.3f}; no Welch test: one seed)' in verdict
+  assert f'{rope_mean:.3f} ± {rope_std:.3f} (n=3), +{delta:.3f} against sinusoidal' in verdict
+  assert f'Welch p = {welch:.3f} (Holm {welch:.3f}): ' + ('significant at 5%' if welch < 0.05 else 'not established') in verdict
+
+
+def test_holm_adjusts_within_the_family_and_keeps_the_order():
+  # Sorted: 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to the 0.06 before it.
+  assert report.holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None], nan_ok=True)
+  assert report.holm([0.5, 0.6]) == [1.0, 1.0] and report.holm([None]) == [None] and report.holm([]) == []
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    p = rng.uniform(0, 0.2, 6)
+    adjusted = np.array(report.holm(list(p)))
+    assert (adjusted >= p).all() and (adjusted <= 1).all()
+    assert all(adjusted[i] <= adjusted[j] for i in range(6) for j in range(6) if p[i] <= p[j])  # Order kept.
+
+
+def test_the_first_row_leads_only_where_it_is_separated_from_the_second(listops_tree):
+  side = lambda encoding, values: {'encoding': encoding, 'stats': {'test accuracy': {
+      'values': values, 'mean': float(np.mean(values))}}}
+  apart = [side('a', [0.90, 0.91, 0.92]), side('b', [0.50, 0.52, 0.51])]
+  p = scipy.stats.ttest_ind([0.90, 0.91, 0.92], [0.50, 0.52, 0.51], equal_var=False).pvalue
+  assert report._first(LISTOPS_TABLE, apart) == f'a leads b by 0.400 (Welch p = {report.p_cell(p)})'
+  close = [side('a', [0.52, 0.40, 0.60]), side('b', [0.50, 0.45, 0.55])]
+  p = scipy.stats.ttest_ind([0.52, 0.40, 0.60], [0.50, 0.45, 0.55], equal_var=False).pvalue
+  assert report._first(LISTOPS_TABLE, close) == f'a ranks first, not separated from b (0.007; Welch p = {p:.3f})'
 
 
 def test_length_scores_and_runs_csv_are_read(tmp_path):
@@ -221,7 +251,9 @@ def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
   assert rows['alibi']['bootstrap_p'] is None  # Recorded no statistics.
   lines = report.markdown_table(4, table, list(rows.values()), '')
   assert "sinusoidal's seeds 0, 1" in lines[0]
-  assert any(line.startswith('| none |') and line.endswith('| 0.001 (0, 1) |') for line in lines)
+  # Holm over the two bootstrap tests: none's 1/1001 doubles, rope's 1 stays.
+  assert rows['none']['bootstrap_holm_p'] == pytest.approx(2 / 1001) and rows['rope']['bootstrap_holm_p'] == 1.0
+  assert any(line.startswith('| none |') and line.endswith('| 0.001 (0.002; 0, 1) |') for line in lines)
   assert any(line.startswith('| alibi |') and line.endswith('| n/a | n/a |') for line in lines)
 
   # A run scored with another BLEU (sacreBLEU with the other casing) neither pairs with the reference's.
@@ -249,7 +281,13 @@ def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch
   results_md = os.path.join(os.path.dirname(listops_tree), 'RESULTS.md')
   with open(results_md, 'w') as f:
     f.write('# Results\n\nIntro.\n')
+  readme = os.path.join(os.path.dirname(listops_tree), 'README.md')  # Beside RESULTS.md: the default.
+  with open(readme, 'w') as f:
+    f.write(f'# Toy\n\n{report.VERDICTS_START}\nold\n{report.VERDICTS_END}\n\nAfter.\n')
   report.main([f'--results_dir={listops_tree}', f'--results_md={results_md}'])
+  with open(readme) as f:
+    verdict_lines = f.read().split(report.VERDICTS_START + '\n')[1].split(report.VERDICTS_END)[0].splitlines()
+  assert verdict_lines[0].startswith('- **Toy ListOps** (table 1): rope ranks first') and len(verdict_lines) == 2
   with open(os.path.join(listops_tree, report.SUMMARY_FILE)) as f:
     summary = f.read()
   assert '| rope | 3 |' in summary and '[toy/runs](toy/runs)' in summary
