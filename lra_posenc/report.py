@@ -10,6 +10,7 @@ the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after it
 and the verdict lines between VERDICTS_START and VERDICTS_END in README.md.
 """
 import argparse
+import collections
 import os
 import re
 import warnings
@@ -45,6 +46,8 @@ INDEX_FILE = 'README.md'  # results/README.md: every study folder, where RESULTS
 ENDINGS = {'patience': 'patience', 'num_train_steps': 'budget'}  # results.json's training_ended.reason, as read.
 NOT_RECORDED = 'not recorded'  # A run read from a runs.csv, or one whose results.json predates training_ended.
 SIGNIFICANCE = 0.05
+# What read_source keeps of a run beside its figures: how it ended, where it is, and how it was trained.
+RUN_RECORD = ('ended', 'run_dir', 'source', 'commit', 'precision')
 
 
 def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dict]:
@@ -52,7 +55,7 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
   BUCKET majority'), and, apart from the figures, its 'ended' reason and 'run_dir' (None from a runs.csv)."""
   path = os.path.join(results_dir, source)
   if source.endswith('.csv'):
-    return [row | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None}
+    return [row | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None, 'commit': None, 'precision': None}
             for row in read_csv_figures(path, lambda column: column not in comparison.LABEL_COLUMNS)]
   runs = []
   for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
@@ -67,8 +70,12 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
         for bucket, scores in buckets.items():
           row[f'{length_set} {bucket}'] = scores['score']
           row[f'{length_set} {bucket} majority'] = scores.get('majority')
-      reason = read_json(os.path.join(run_dir, RESULTS_FILE)).get('training_ended', {}).get('reason')
-      runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir})
+      results = read_json(os.path.join(run_dir, RESULTS_FILE))
+      reason = results.get('training_ended', {}).get('reason')
+      run_provenance = results.get('provenance') or {}
+      runs.append(row | {'ended': ENDINGS.get(reason, reason or NOT_RECORDED), 'run_dir': run_dir,
+                         'commit': (run_provenance.get('git_commit') or '')[:7] or None,
+                         'precision': run_provenance.get('default_matmul_precision')})
   return runs
 
 
@@ -90,11 +97,11 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
     sources = sorted({run['source'] for run in runs if run['variant'] == variant.spec})
     if len(sources) > 1:
       raise ValueError(f"{table['title']}: {variant.spec} has runs in more than one source: {sources}")
-  figures = [{key: value for key, value in run.items() if key not in ('ended', 'run_dir', 'source')} for run in runs]
+  figures = [{key: value for key, value in run.items() if key not in RUN_RECORD} for run in runs]
   rows, pooled = [], {}
   for summary in comparison.variant_summaries(figures, variants):
     own = [run for run in runs if run['variant'] == summary['variant']]
-    rows.append({'encoding': summary['variant'], 'n': len(own),
+    rows.append({'encoding': summary['variant'], 'n': len(own), 'runs': own,
                  'stats': summary['columns'], 'ended': ended_cell([run['ended'] for run in own])})
     if table['statistics']:
       pooled[summary['variant']] = pooled_statistics(own, *table['statistics'])
@@ -309,6 +316,8 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
                    and significance(row['welch_holm_p']) != 'not established']
     line += (f" Also significant at 5% over seeds after Holm: {', '.join(significant)}." if significant
              else f' No other difference from {reference} is significant at 5% over seeds after Holm.')
+    if notes := caveats(rows):
+      line += f" Caveats: {'; '.join(notes)}."
     lines.append(line)
   common = [row['encoding'] for row in tables[0][1]
             if all(any(other['encoding'] == row['encoding'] for other in rows) for _, rows in tables)]
@@ -322,6 +331,28 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
                  f"{', '.join(str(len(rows)) for _, rows in tables)} encodings; * one seed): "
                  + '; '.join(f'{encoding} {ranks[encoding]}' for encoding in ordered) + '.')
   return lines
+
+
+def caveats(rows: Sequence[dict]) -> list[str]:
+  """What qualifies a table's verdict, from its run files: runs that ended at the step budget and how many of
+  them had their best checkpoint at their last step (still improving); encodings with fewer than 3 seeds; and
+  more than one device kind, matrix-product precision or code version among the table's runs."""
+  runs = [run for row in rows for run in row['runs']]
+  notes = []
+  budget = [run for run in runs if run['ended'] == ENDINGS['num_train_steps']]
+  if budget:
+    rising = sum(run.get('best step') is not None and run['best step'] == run.get('last step') for run in budget)
+    notes.append(f'{len(budget)} of {len(runs)} runs ended at the step budget, {rising} of them with the best '
+                 f'checkpoint at the last step (still improving)')
+  if few := [f"{row['encoding']} ({row['n']})" for row in rows if row['n'] < 3]:
+    notes.append(f"fewer than 3 seeds: {', '.join(few)}")
+  for what, key in (('devices', 'device'), ('matrix-product precisions', 'precision'), ('code versions', 'commit')):
+    counts = collections.Counter(str(run.get(key) or 'not recorded') for run in runs)
+    if len(counts) > 1:
+      shown = [f"{value} ({count} run{'s' if count > 1 else ''})" for value, count in counts.most_common(3)]
+      more = f' and {len(counts) - 3} more' if len(counts) > 3 else ''
+      notes.append(f'{len(counts)} {what}: ' + ', '.join(shown) + more)
+  return notes
 
 
 def _first(table: dict, rows: Sequence[dict]) -> str:

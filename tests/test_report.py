@@ -296,3 +296,23 @@ def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch
   assert text.startswith('# Results\n\nIntro.\n\n<!-- summary:start -->\n## Summary\n')
   assert '[toy/runs](results/toy/runs)' in text and text.endswith('<!-- summary:end -->\n')
   assert os.path.getsize(os.path.join(listops_tree, report.FIGURE_FILE)) > 0
+
+
+def test_caveats_count_budget_endings_few_seeds_and_mixed_versions_from_the_run_files(listops_tree):
+  rows = report.table_rows(LISTOPS_TABLE, listops_tree)[0]
+  assert report.caveats(rows) == ['2 of 7 runs ended at the step budget, 0 of them with the best checkpoint at the '
+                                  'last step (still improving)', 'fewer than 3 seeds: alibi (1)']
+  path = os.path.join(listops_tree, 'toy', 'runs', 'rope', 'seed_0', 'results.json')
+  with open(path) as f:
+    results = json.load(f)
+  results |= {'best_step': 300, 'training_ended': {'reason': 'num_train_steps', 'step': 300},
+              'provenance': {'git_commit': 'a' * 40, 'default_matmul_precision': 'highest',
+                             'devices': {'platform': 'gpu', 'count': 1, 'kind': 'NVIDIA H100'}}}
+  with open(path, 'w') as f:
+    json.dump(results, f)
+  notes = report.caveats(report.table_rows(LISTOPS_TABLE, listops_tree)[0])
+  assert notes[0] == '3 of 7 runs ended at the step budget, 1 of them with the best checkpoint at the last step ' \
+                     '(still improving)'
+  assert notes[2:] == ['2 devices: not recorded (6 runs), NVIDIA H100 (1 run)',
+                       '2 matrix-product precisions: not recorded (6 runs), highest (1 run)',
+                       '2 code versions: not recorded (6 runs), aaaaaaa (1 run)']
