@@ -207,3 +207,22 @@ def test_runs_that_cannot_be_compared_are_errors_naming_why(toy_corpus, referenc
     significance.compare([exact, f'{exact}:last'])
   with pytest.raises(ValueError, match='a baseline and at least one system'):
     significance.compare([exact])
+
+
+def test_the_two_sided_bootstrap_is_its_definition_on_the_text(toy_corpus, references):
+  """Resample the sentences as sacreBLEU does, score each resample's corpus with sacreBLEU itself, centre the
+  signed differences: the p-value is the share beyond the observed difference in either direction."""
+  baseline, system = noisy_copies(references, 2)
+  for protocol in bleu.protocols(read_data(toy_config(toy_corpus).data)).values():
+    statistics = [protocol.sentence_statistics(lines, references) for lines in (baseline, system)]
+    samples = 200
+    draws = np.random.default_rng(bleu.SEED).choice(len(references), size=(samples, len(references)), replace=True)
+    score = lambda lines, rows: protocol.metric.corpus_score(
+        protocol.prepare([lines[i] for i in rows]), [protocol.prepare([references[i] for i in rows])]).score
+    differences = np.array([score(system, rows) - score(baseline, rows) for rows in draws])
+    observed = score(system, range(len(references))) - score(baseline, range(len(references)))
+    expected = (np.sum(np.abs(differences - differences.mean()) > abs(observed)) + 1) / (samples + 1)
+    assert bleu.two_sided_bootstrap(protocol, *statistics, samples=samples) == pytest.approx(expected, abs=1e-12)
+    # Two-sided: which system is the baseline does not matter; a system against itself is p = 1.
+    assert bleu.two_sided_bootstrap(protocol, *statistics[::-1], samples=samples) == pytest.approx(expected)
+    assert bleu.two_sided_bootstrap(protocol, statistics[0], statistics[0], samples=samples) == 1.0

@@ -225,10 +225,7 @@ def paired_test(protocol: BleuProtocol, statistics: Sequence[np.ndarray], test: 
 
   observed = [protocol.score_of_sums(system.sum(0)) for system in statistics]
   if test == 'bootstrap':
-    resamples = rng.choice(sentences, size=(samples, sentences), replace=True)
-    counts = np.zeros((samples, sentences), np.int64)  # How often each resample draws each sentence.
-    np.add.at(counts, (np.arange(samples)[:, None], resamples), 1)
-    resampled = [scores_of(counts @ system) for system in statistics]
+    resampled = bootstrap_scores(protocol, statistics, samples)
     results = [PairedResult(observed[0], *interval(resampled[0]), None)]
     for score, scores in zip(observed[1:], resampled[1:]):
       differences = np.abs(scores - resampled[0])
@@ -243,6 +240,28 @@ def paired_test(protocol: BleuProtocol, statistics: Sequence[np.ndarray], test: 
     second = scores_of((1 - swap) @ baseline + swap @ system)
     results.append(PairedResult(score, None, None, p_value(np.abs(first - second), abs(score - observed[0]))))
   return results
+
+
+def bootstrap_scores(protocol: BleuProtocol, statistics: Sequence[np.ndarray], samples: int) -> list[np.ndarray]:
+  """Each system's BLEU on `samples` resamples of the sentences with replacement, the same resamples for every
+  system, drawn as sacreBLEU draws them (its seed): [samples] per system."""
+  sentences = len(statistics[0])
+  resamples = np.random.default_rng(SEED).choice(sentences, size=(samples, sentences), replace=True)
+  counts = np.zeros((samples, sentences), np.int64)  # How often each resample draws each sentence.
+  np.add.at(counts, (np.arange(samples)[:, None], resamples), 1)
+  return [np.array([protocol.score_of_sums(row) for row in counts @ system]) for system in statistics]
+
+
+def two_sided_bootstrap(protocol: BleuProtocol, baseline: np.ndarray, system: np.ndarray,
+                        samples: int = DEFAULT_SAMPLES['bootstrap']) -> float:
+  """The paired bootstrap's two-sided p of `system` against `baseline` (sentence statistics [sentences, fields]):
+  the signed BLEU differences over sacreBLEU's resamples, centred on their mean (the null of no difference), and
+  p = (1 + resamples whose centred difference exceeds the observed one in absolute value) / (1 + samples).
+  sacreBLEU's own test centres the absolute differences instead, which counts one tail only."""
+  observed = protocol.score_of_sums(system.sum(0)) - protocol.score_of_sums(baseline.sum(0))
+  base, other = bootstrap_scores(protocol, [baseline, system], samples)
+  differences = other - base
+  return p_value(np.abs(differences - differences.mean()), abs(observed))
 
 
 def check_paired_test(test: str, samples: int) -> None:
