@@ -438,3 +438,14 @@ def test_the_length_figure_averages_each_variants_seeds_per_length_and_skips_wha
   assert json.loads((tmp_path / 'figure.json').read_text()) == json.loads(json.dumps(figures))
   with pytest.raises(ValueError, match="no test split 'test'"):
     length_figure.curves(str(tmp_path / 'runs'), 'test')
+
+
+def test_nanogpts_printout_is_read_into_its_validation_curve(tmp_path):
+  import compare_nanogpt_curves  # noqa: PLC0415 (scripts/)
+  log = tmp_path / 'train.log'
+  log.write_text('tokens per iteration will be: 768\nstep 0: train loss 4.1697, val loss 4.1662\n'
+                 'iter 0: loss 4.1821, time 5ms\nstep 250: train loss 2.4388, val loss 2.4442\n')
+  assert compare_nanogpt_curves.nanogpt_curve(str(log)) == {0: 4.1662, 250: 2.4442}
+  log.write_text('iter 0: loss 4.1821\n')
+  with pytest.raises(ValueError, match='not a nanoGPT train.py printout'):
+    compare_nanogpt_curves.nanogpt_curve(str(log))
