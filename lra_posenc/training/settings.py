@@ -7,14 +7,11 @@ import jax
 import ml_collections
 
 from lra_posenc.training import optim
-from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.config_checks import check_keys, section_keys
 from lra_posenc.training.optim import OptimizerSettings
 from lra_posenc.validation import check_positive, check_range
 
 TOP_LEVEL_KEYS = ('task', 'seed', 'data', 'model', 'optimizer', 'training', 'evaluation', 'checkpoint')
-TRAINING_KEYS = ('batch_size', 'num_train_steps', 'log_every_steps', 'patience')
-EVALUATION_KEYS = ('batch_size', 'every_steps', 'selection_metric', 'average_last')  # The task checks selection_metric.
-CHECKPOINT_KEYS = ('every_steps', 'max_to_keep')
 # Model keys that say how the model is computed, not what it computes: a run may resume with them
 # changed (on a GPU, with rematerialisation), so checkpoints do not record them.
 HOW_THE_MODEL_COMPUTES = ('attention_implementation', 'remat', 'length_multiple')
@@ -44,6 +41,12 @@ class EvaluationSettings:
 class CheckpointSettings:
   every_steps: int
   max_to_keep: int
+
+
+# Each section's keys are its settings' fields, written once. The task checks evaluation.selection_metric.
+TRAINING_KEYS = section_keys(TrainingSettings)
+EVALUATION_KEYS = section_keys(EvaluationSettings)
+CHECKPOINT_KEYS = section_keys(CheckpointSettings)
 
 
 @dataclasses.dataclass(frozen=True)
