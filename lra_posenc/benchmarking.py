@@ -14,7 +14,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,16 +40,6 @@ PEAK_TFLOPS = (
 )
 
 
-class BatchDecoder(Protocol):
-  """What decoding benchmarks need of a task's decoder (the translation task's Translator)."""
-  batch_size: int
-  beam_size: int
-  max_source_length: int
-
-  def translate_ids(self, replicated_params: Any, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
-    ...
-
-
 @dataclasses.dataclass(frozen=True)
 class Workload:
   """A task's model with synthetic batches of its config's training shapes (each task's `benchmark_workload`).
@@ -61,14 +51,15 @@ class Workload:
     forward_flops: matrix-product FLOPs of the forward pass, per example and per call.
     tokens_per_example: tokens one example carries (source and target for translation).
     dtype: the matrix products' dtype (`model.dtype`), which sets the device's peak for MFU.
-    translator: beam search for decoding benchmarks (translation only).
+    decode: windows -> the task's decoding figures (translation: beam search's sentences/s), timed on random
+      parameters; None for a task that decodes nothing.
   """
   task: Task
   batch: Callable[[int, np.random.Generator], Batch]
   forward_flops: flops.ForwardFlops
   tokens_per_example: int
   dtype: str
-  translator: BatchDecoder | None = None
+  decode: Callable[[int], dict[str, Any]] | None = None
 
   @property
   def seed(self) -> int:
@@ -299,26 +290,6 @@ def measure_evaluation(workload: Workload, *, windows: int, steps_per_window: in
   examples_per_second = statistics.median(steps_per_window * batch_size / s for s in seconds)
   return {'compile_seconds': compile_seconds, 'examples_per_second': examples_per_second,
           'tokens_per_second': examples_per_second * workload.tokens_per_example}
-
-
-def measure_decoding(workload: Workload, *, windows: int) -> dict[str, Any]:
-  """Median sentences/s of batched beam search (`decoding.beam_size`) at `decoding.batch_size`.
-
-  Sources fill the training batches' `data.max_length` ids. Random parameters seldom emit EOS, so every
-  hypothesis runs to `decoding.max_output_length` ids: the worst case of a trained model.
-  """
-  translator = workload.translator
-  inputs = workload.batch(translator.batch_size, np.random.default_rng(workload.seed))['inputs']
-  sources = np.zeros((translator.batch_size, translator.max_source_length), np.int32)
-  sources[:, :inputs.shape[1]] = inputs
-  params = replicate(jax.jit(workload.task.init_params)(jax.random.PRNGKey(workload.seed)))
-  start = time.perf_counter()
-  outputs = translator.translate_ids(params, sources)
-  first_call_seconds = time.perf_counter() - start
-  seconds = timed_windows(lambda: translator.translate_ids(params, sources), windows)
-  return {'first_call_seconds': first_call_seconds, 'beam_size': translator.beam_size,
-          'sentences_per_second': translator.batch_size / statistics.median(seconds),
-          'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
 
 
 def pipeline_gap(config: ml_collections.ConfigDict, create_task: Callable[[ml_collections.ConfigDict, str], Task],

@@ -99,8 +99,8 @@ def throughput(config: ml_collections.ConfigDict, encoding_names: list[str], ref
     timing = dict(windows=FLAGS.windows, steps_per_window=FLAGS.steps_per_window)
     if FLAGS.eval:
       measured['eval'] = benchmarking.measure_evaluation(workloads[name], **timing)
-    if FLAGS.decode and workloads[name].translator:
-      measured['decode'] = benchmarking.measure_decoding(workloads[name], windows=FLAGS.windows)
+    if FLAGS.decode and workloads[name].decode:
+      measured['decode'] = workloads[name].decode(FLAGS.windows)
   base = results[reference]['train']
   for measured in results.values():
     train = measured['train']

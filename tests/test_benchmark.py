@@ -20,6 +20,7 @@ from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models import flops
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training.metric_writer import read_history
+from lra_posenc.translation import settings as translation_settings
 from lra_posenc.translation import train as translation_train
 from lra_posenc.translation.translator import create_translator
 
@@ -132,7 +133,7 @@ def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
   translation = small_translation_config()
   workload = translation_train.benchmark_workload(translation)
   assert workload.forward_flops == flops.ForwardFlops(
-      per_example=seq2seq_flops(workload.translator.model.config, 12, 12, 50), per_call=0)
+      per_example=seq2seq_flops(translation_settings.transformer_of(translation), 12, 12, 50), per_call=0)
 
 
 def test_traced_flops_count_scan_trips_and_refuse_while_loops():
@@ -192,7 +193,7 @@ def test_evaluation_and_decoding_figures():
   assert workload.dtype == 'bfloat16'  # The peak an MFU is taken against.
   evaluation = benchmarking.measure_evaluation(workload, windows=2, steps_per_window=2)
   assert evaluation['tokens_per_second'] == evaluation['examples_per_second'] * 2 * 12
-  decoding = benchmarking.measure_decoding(workload, windows=2)
+  decoding = workload.decode(2)
   assert decoding['sentences_per_second'] > 0 and decoding['beam_size'] == 2
   assert 0 < decoding['output_ids_per_sentence'] <= 14
 

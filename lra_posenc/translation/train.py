@@ -11,7 +11,9 @@ references to results.json and their sentence statistics to WORKDIR/bleu_statist
 """
 import functools
 import os
-from collections.abc import Iterator, Sequence
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -28,6 +30,7 @@ from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
+from lra_posenc.training.placement import replicate
 from lra_posenc.training.task import Params, Task
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
@@ -125,6 +128,10 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
 
   example = np.zeros((1, length), np.int32)
   init = lambda rng: model.init({'params': rng}, example, example, train=False)['params']
+  sources = np.zeros((translator.batch_size, translator.max_source_length), np.int32)
+  sources[:, :length] = batch(translator.batch_size, np.random.default_rng(translation.trainer.seed))['inputs']
+  decode = functools.partial(measure_beam_search, translator, sources,
+                             lambda: init(jax.random.PRNGKey(translation.trainer.seed)))
   counted = with_xla_attention(model)
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
   return benchmarking.Workload(
@@ -135,7 +142,25 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
       forward_flops=flops.forward_flops(forward, init, example, example),
       tokens_per_example=2 * length,
       dtype=model.config.dtype.name,
-      translator=translator)
+      decode=decode)
+
+
+def measure_beam_search(translator: Translator, sources: np.ndarray, init_params: Callable[[], Any],
+                        windows: int) -> dict[str, Any]:
+  """Median sentences/s of batched beam search (`decoding.beam_size`) at `decoding.batch_size`, on parameters
+  from `init_params`.
+
+  `sources` fill the training batches' `data.max_length` ids. Random parameters seldom emit EOS, so every
+  hypothesis runs to `decoding.max_output_length` ids: the worst case of a trained model.
+  """
+  params = replicate(jax.jit(init_params)())
+  start = time.perf_counter()
+  outputs = translator.translate_ids(params, sources)
+  first_call_seconds = time.perf_counter() - start
+  seconds = benchmarking.timed_windows(lambda: translator.translate_ids(params, sources), windows)
+  return {'first_call_seconds': first_call_seconds, 'beam_size': translator.beam_size,
+          'sentences_per_second': translator.batch_size / statistics.median(seconds),
+          'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}
 
 
 def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
