@@ -52,7 +52,8 @@ RUN_RECORD = ('ended', 'run_dir', 'source', 'commit', 'precision')
 
 def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dict]:
   """The finished runs of one source: run_row's figures, each run's length scores as 'SET BUCKET' (and 'SET
-  BUCKET majority'), and, apart from the figures, its 'ended' reason and 'run_dir' (None from a runs.csv)."""
+  BUCKET majority'), and, apart from the figures (RUN_RECORD), its 'ended' reason, 'run_dir' (None from a
+  runs.csv), and the 'commit' and matrix-product 'precision' its provenance records (None where it records none)."""
   path = os.path.join(results_dir, source)
   if source.endswith('.csv'):
     return [row | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None, 'commit': None, 'precision': None}
