@@ -5,8 +5,8 @@
 
 Reads every VARIANT/seed_S/results.json under --runs (the scores by length that training wrote) and draws each
 variant's mean loss over its seeds at each window length, the spread over seeds as a band; RoPE-style stretches
-scored zero-shot ('by_length_OPTION') are dashed or dotted lines of their variant's colour. A length an encoding cannot represent has no
-point. Also writes the figure's numbers beside it as JSON (same name, .json).
+scored zero-shot ('by_length_OPTION') are dashed or dotted lines of their variant's colour. A length an encoding
+cannot represent has no point. Also writes the figure's numbers beside it as JSON (same name, .json).
 """
 import argparse
 import json
