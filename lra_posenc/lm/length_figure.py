@@ -17,6 +17,7 @@ import numpy as np
 
 from lra_posenc import sweeps
 from lra_posenc.data.files import written_whole
+from lra_posenc.lm.scoring import length_score_sets
 from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
 
 
@@ -37,10 +38,8 @@ def curves(runs_dir: str, split: str) -> dict[str, dict[int, list[float]]]:
       if scores is None:
         raise ValueError(f'{os.path.join(variant_dir, name, RESULTS_FILE)}: no test split {split!r}; it has '
                          f'{sorted(results["test_sets"])}')
-      for key, by_length in scores.items():
-        if key != 'by_length' and not key.startswith('by_length_'):
-          continue
-        label = spec if key == 'by_length' else f"{spec}, {key.removeprefix('by_length_')} stretched"
+      for option, by_length in length_score_sets(scores):
+        label = f'{spec}, {option} stretched' if option else spec
         for length, score in by_length.items():
           if 'loss' in score:
             lines.setdefault(label, {}).setdefault(int(length), []).append(score['loss'])

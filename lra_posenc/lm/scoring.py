@@ -10,7 +10,7 @@ with its reason. Options that stretch a trained model's positions zero-shot (RoP
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -21,6 +21,9 @@ from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.models.language_model import LanguageModel, weighted_nll
 from lra_posenc.training.placement import AXIS, host_copy, shard
 from lra_posenc.training.steps import sum_over_devices
+
+# results.json's key of a split's scores by window length; 'by_length_OPTION' with an option stretched.
+BY_LENGTH = 'by_length'
 
 POSITION_BINS = 32  # The loss by position is reported as the mean over this many equal spans of the window.
 
@@ -93,11 +96,11 @@ class LengthScorer:
     """Every length's scores, as results.json keeps them: 'by_length' maps a window length to its scores, and
     'by_length_OPTION' the same with the encoding's OPTION set to the length's ratio to the training window."""
     lengths = [self.block_size * multiple for multiple in self.length_multiples]
-    scores = {'by_length': {str(length): self.score_length(self.model, params, split, length,
-                                                           f'{what}, windows of {length}')
-                            for length in lengths}}
+    scores = {BY_LENGTH: {str(length): self.score_length(self.model, params, split, length,
+                                                         f'{what}, windows of {length}')
+                          for length in lengths}}
     for option in self.stretch:
-      scores[f'by_length_{option}'] = {
+      scores[f'{BY_LENGTH}_{option}'] = {
           str(length): self.score_length(scaled(self.model, option, length / self.block_size), params, split,
                                          length, f'{what}, windows of {length}, {option}={length // self.block_size}')
           for length in lengths if length > self.block_size}
@@ -110,9 +113,17 @@ def recorded_columns(results: dict) -> dict[str, float | None]:
   measured at that length."""
   columns = {}
   for split, scores in results['test_sets'].items():
-    for key, by_length in scores.items():
-      if key == 'by_length' or key.startswith('by_length_'):
-        suffix = key.removeprefix('by_length').replace('_', ' ', 1)  # '' or ' OPTION'.
-        for length, score in by_length.items():
-          columns[f'{split} loss at {length}{suffix}'] = score.get('loss')
+    for option, by_length in length_score_sets(scores):
+      for length, score in by_length.items():
+        columns[f'{split} loss at {length}' + (f' {option}' if option else '')] = score.get('loss')
   return columns
+
+
+def length_score_sets(scores: dict) -> Iterator[tuple[str | None, dict]]:
+  """The scores by length in one split's results (as `LengthScorer.score` writes them): (None, the model's own)
+  and (OPTION, the model with OPTION stretched) for each stretched option."""
+  for key, by_length in scores.items():
+    if key == BY_LENGTH:
+      yield None, by_length
+    elif key.startswith(f'{BY_LENGTH}_'):
+      yield key.removeprefix(f'{BY_LENGTH}_'), by_length
