@@ -1,8 +1,10 @@
 """The shared trainer on ListOps: learning, resume equivalence, device parity, the LRA config."""
 import datetime
+import functools
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 
@@ -20,11 +22,11 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.listops import settings as listops_settings
-from lra_posenc.training import checkpointing, provenance, trainer
+from lra_posenc.training import checkpointing, provenance, steps, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
 from lra_posenc.training.evaluation import evaluate
 from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.placement import AXIS
+from lra_posenc.training.placement import AXIS, device_batches, stop_requests
 from lra_posenc.training.settings import read_trainer_settings
 from lra_posenc.training.steps import pmapped_steps, train_step
 from lra_posenc.training.task import Task
@@ -196,6 +198,24 @@ def test_a_step_with_a_non_finite_gradient_and_a_finite_loss_leaves_the_state_as
   else:
     assert all(jax.tree.leaves(jax.tree.map(lambda a, b: np.array_equal(np.asarray(a)[0], b), new, state)))
   assert int(new.step[0]) == int(finite)
+
+
+def test_on_a_cpu_the_train_step_donates_nothing_which_would_copy_every_leaf_of_the_state(tiny_data_dir, tmp_path):
+  """XLA:CPU copies a donated state's every leaf when the step starts (parameters and both Adam moments), so the
+  trainer's step donates nothing there: its compiled program copies no argument and aliases no output."""
+  task = train.create_task(tiny_config(tiny_data_dir), str(tmp_path))
+  state = flax.jax_utils.replicate(steps.create_state(task, jax.random.PRNGKey(0)))
+  batch = next(device_batches(task.train_batches(0), size=1))
+  rng, no_stop = flax.jax_utils.replicate(jax.random.PRNGKey(1)), stop_requests(False)
+  sums = steps.zero_sums(task, state, batch, rng, no_stop)
+  donating = jax.pmap(functools.partial(steps.accumulating_train_step, task=task), axis_name=AXIS, donate_argnums=0)
+  compiled = {name: step.lower(state, sums, batch, rng, no_stop).compile()
+              for name, step in (('donating', donating), ('trainer', pmapped_steps(task)[0]))}
+  leaves = len(jax.tree.leaves(state))
+  argument_copies = lambda program: len(re.findall(r' copy\(%[\w.]*args?[\w.]*\)', program.as_text().split('ENTRY')[-1]))
+  assert argument_copies(compiled['donating']) >= leaves - 1 > 0  # All but the step counter.
+  assert argument_copies(compiled['trainer']) == 0
+  assert compiled['trainer'].memory_analysis().alias_size_in_bytes == 0
 
 
 @pytest.mark.parametrize('key, value, message', [
