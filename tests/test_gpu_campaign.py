@@ -121,8 +121,9 @@ def test_the_committed_plan_reads_and_names_each_run_once():
   tiny = [run for run in plan if '--config=configs/translation/multi30k.py:tiny' in run.flags]
   assert tiny and all(run.env == (('JAX_DEFAULT_MATMUL_PRECISION', 'highest'),) for run in tiny)
   for run in plan:  # Each names its data, and only ListOps runs wait for the generated set.
-    data_flags = [flag for flag in run.command_flags('/d', '/gen') if flag.startswith('--config.data.')]
-    assert data_flags and all(flag.split('=', 1)[1].startswith(('/d/', '/gen')) for flag in data_flags), run.name
+    path_flags = [flag for flag in run.command_flags('/d', '/gen')
+                  if flag.split('=', 1)[0] in ('--config.data.data_dir', '--config.data.text_file')]
+    assert path_flags and all(flag.split('=', 1)[1].startswith(('/d/', '/gen')) for flag in path_flags), run.name
     assert run.needs_generated_data == (run.task == 'listops'), run.name
   learned = next(run for run in plan if run.name == 'lm_shakespeare_char/runs/learned/seed_0')
   assert '--config.data.text_file=/d/tinyshakespeare/input.txt' in learned.command_flags('/d', '/gen')

@@ -3,11 +3,13 @@ import collections
 import copy
 import functools
 import gzip
+import io
 import itertools
 import json
 import math
 import os
 import re
+import tarfile
 
 import chex
 import jax
@@ -612,6 +614,36 @@ def test_download_script_fetches_and_checks_line_counts(tmp_path):
     f.write('one line\n')
   with pytest.raises(ValueError, match=r'val\.de\.gz: 1 lines, but the Multi30k release has 1014'):
     download_multi30k.download(str(tmp_path), base_url=source, languages=('de',))
+
+
+def test_the_iwslt2017_script_writes_aligned_splits_the_pipeline_reads_and_refuses_a_misaligned_archive(tmp_path):
+  import prepare_iwslt2017
+  def archive(path, dev_en_segments):
+    files = {'train.tags.fr-en.fr': '<url>http://www.ted.com/a</url>\n<talkid>1</talkid>\n  Bonjour.  \nMerci.\n',
+             'train.tags.fr-en.en': '<url>http://www.ted.com/a</url>\n<talkid>1</talkid>\nHello.\nThanks.\n'}
+    for split in ['dev2010'] + [f'tst{year}' for year in prepare_iwslt2017.TEST_YEARS]:
+      segments = {'fr': ['Un chat.', 'Deux'], 'en': ['A cat.', 'Two'][:dev_en_segments if split == 'dev2010' else 2]}
+      for lang, lines in segments.items():
+        files[f'IWSLT17.TED.{split}.fr-en.{lang}.xml'] = '<mteval>\n<doc docid="1">\n<title>T</title>\n' + ''.join(
+            f'<seg id="{n}"> {line} </seg>\n' for n, line in enumerate(lines, 1)) + '</doc>\n</mteval>\n'
+    with tarfile.open(path, 'w:gz') as tar:
+      for name, text in files.items():
+        info = tarfile.TarInfo(f'fr-en/{name}')
+        info.size = len(text.encode())
+        tar.addfile(info, io.BytesIO(text.encode()))
+    return str(path)
+
+  counts = prepare_iwslt2017.write_splits(prepare_iwslt2017.read_splits(archive(tmp_path / 'a.tgz', 2), 'fr', 'en'),
+                                          str(tmp_path / 'out'))
+  assert counts == {'train': 2, 'dev2010': 2, **{f'tst{year}': 2 for year in prepare_iwslt2017.TEST_YEARS}}
+  train_split = input_pipeline.read_split(str(tmp_path / 'out'), 'train', 'fr', 'en')
+  dev = input_pipeline.read_split(str(tmp_path / 'out'), 'dev2010', 'fr', 'en')
+  assert list(zip(train_split.sources, train_split.targets)) == [('Bonjour.', 'Hello.'), ('Merci.', 'Thanks.')]
+  assert list(zip(dev.sources, dev.targets)) == [('Un chat.', 'A cat.'), ('Deux', 'Two')]
+  with pytest.raises(ValueError, match=r'b\.tgz: dev2010 has 2 fr lines and 1 en lines'):
+    prepare_iwslt2017.read_splits(archive(tmp_path / 'b.tgz', 1), 'fr', 'en')
+  with pytest.raises(ValueError, match=r'no train\.tags\.de-en\.de; not the WIT3 archive of de-en'):
+    prepare_iwslt2017.read_splits(str(tmp_path / 'a.tgz'), 'de', 'en')
 
 
 def test_a_download_with_a_wrong_line_count_is_not_kept(tmp_path):
