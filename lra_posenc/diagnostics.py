@@ -151,7 +151,7 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
 
 def listops_attention(workdir: str, expression: str, path: str) -> dict:
   """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
-  config, params, step = restore_best(workdir, 'listops')  # Attention maps are drawn for ListOps inputs.
+  config, params, step = restore_best(workdir, listops_settings.CONFIG_HISTORY)  # Attention maps are drawn for ListOps inputs.
   tokens = input_pipeline.tokenize(expression)
   unknown = [t for t in tokens if t not in input_pipeline.TOKEN_IDS]
   if not tokens or unknown:

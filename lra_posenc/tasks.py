@@ -9,13 +9,14 @@ import dataclasses
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import ml_collections
 
 import lra_posenc
 from lra_posenc import benchmarking
 from lra_posenc.models.transformer import TransformerConfig
+from lra_posenc.training.config_checks import ConfigHistory
 from lra_posenc.training.task import Task
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.
@@ -52,6 +53,8 @@ class TaskSpec:
       language model's loss per scored window length), or None.
     summary_tables: the tables of this task's studies in the results summary (`lra_posenc.report`'s form,
       without 'task'), in the order they appear.
+    config_history: how its older config.json files read today, as {name: ConfigHistory} (the task's settings'
+      CONFIG_HISTORY); `CONFIG_HISTORIES` holds every task's, for reading a run of any task.
   """
   name: str
   module: str
@@ -72,6 +75,7 @@ class TaskSpec:
   scores_by_recorded_length: RecordedLengthScores | None = None
   recorded_columns: Callable[[dict], dict[str, float | None]] | None = None
   summary_tables: tuple[dict, ...] = ()
+  config_history: Mapping[str, ConfigHistory] = dataclasses.field(default_factory=dict)
 
 
 def _discover() -> dict[str, TaskSpec]:
@@ -87,3 +91,6 @@ def _discover() -> dict[str, TaskSpec]:
 
 
 TASKS: dict[str, TaskSpec] = _discover()
+# Every task's ConfigHistory, by name: `checkpointing.read_config` and `restore_best` of a run of any task.
+CONFIG_HISTORIES: dict[str, ConfigHistory] = {name: history for spec in TASKS.values()
+                                              for name, history in spec.config_history.items()}

@@ -19,8 +19,9 @@ import os
 from collections.abc import Sequence
 
 from lra_posenc.data.files import written_whole
-from lra_posenc.training.checkpointing import read_task_config
+from lra_posenc.training.checkpointing import read_config
 from lra_posenc.translation.decoding_grid import decoding_grid, markdown_table
+from lra_posenc.translation.settings import CONFIG_HISTORY
 from lra_posenc.translation.translate import CHECKPOINTS
 from lra_posenc.validation import comma_separated
 
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   except ValueError as error:
     parser.error(str(error))
   try:
-    split = args.split or read_task_config(args.workdir, 'translation').data.validation_split
+    split = args.split or read_config(args.workdir, CONFIG_HISTORY).data.validation_split
   except ValueError as error:
     parser.error(f'--workdir: {error}')
   grid = decoding_grid(args.workdir, split, beam_sizes, length_penalties, args.checkpoint)

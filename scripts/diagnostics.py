@@ -28,9 +28,8 @@ from collections.abc import Sequence
 from lra_posenc import encodings
 from lra_posenc.data.files import written_whole
 from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
-from lra_posenc.tasks import TASKS
+from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
 from lra_posenc.training.checkpointing import restore_best
-from lra_posenc.training.config_checks import task_of
 from lra_posenc.validation import comma_separated
 
 
@@ -53,9 +52,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(str(error))
   summary = {}
   if args.workdir:
-    config, params, _ = restore_best(args.workdir)
+    config, params, _ = restore_best(args.workdir, CONFIG_HISTORIES)
     # The trained shape, [CLS] and all.
-    model = TASKS[task_of(config)].transformer_of(config)
+    model = TASKS[config.task].transformer_of(config)
     names, options = [model.pos_encoding], model.pos_encoding_options
     dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
     trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))

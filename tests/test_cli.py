@@ -8,6 +8,7 @@ import sys
 import pytest
 from conftest import wait_for
 from lra_posenc.training.checkpointing import restore_best
+from lra_posenc.translation.settings import CONFIG_HISTORY as TRANSLATION_CONFIGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, '-m', 'lra_posenc.listops.train']
@@ -79,7 +80,7 @@ def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tm
       'workdir of lra_posenc.translation.train')
   # Checked before anything is restored: this workdir has no checkpoint, which would be another error.
   with pytest.raises(ValueError, match="is not a translation workdir: its config.json has task 'listops'"):
-    restore_best(str(tmp_path / 'listops'), 'translation')
+    restore_best(str(tmp_path / 'listops'), TRANSLATION_CONFIGS)
   process = run(translate + [f'--workdir={tmp_path / "nothing"}', 'A dog runs.'])
   assert process.returncode == 2
   assert process.stderr.splitlines()[-2] == (

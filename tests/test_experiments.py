@@ -30,7 +30,7 @@ from lra_posenc.listops import settings as listops_settings
 from lra_posenc.lm import settings as lm_settings
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.models.classifier import PLACEMENTS
-from lra_posenc.tasks import TASKS
+from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
@@ -646,8 +646,9 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
     relative = os.path.relpath(path, ROOT)
     expected = ('translation' if relative.startswith('results/multi30k') else
                 'lm' if relative.startswith('results/lm_') else 'listops')
-    assert task_of(config) == expected == task_of(upgrade_old_config(config)), path
-    upgraded = ml_collections.ConfigDict(upgrade_old_config(config))
+    assert task_of(config, CONFIG_HISTORIES) == expected == task_of(upgrade_old_config(config, CONFIG_HISTORIES),
+                                                                  CONFIG_HISTORIES), path
+    upgraded = ml_collections.ConfigDict(upgrade_old_config(config, CONFIG_HISTORIES))
     if expected == 'listops':  # Evaluation, length scores and diagnostics rebuild the model from it.
       listops_settings.read_scoring_settings(upgraded)
     elif expected == 'lm':  # Sampling rebuilds the model from it.
@@ -655,8 +656,9 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
     else:  # Translation, decoding grids and length scores read its data, model and decoding.
       data = translation_settings.read_data(upgraded.data)
       translation_settings.read_model(upgraded.model, data, translation_settings.read_decoding(upgraded.decoding))
-  with pytest.raises(ValueError, match=r"none of \['data.generator', 'data.tokenizer'\]"):
-    task_of({'data': {'data_dir': 'x'}})
+  with pytest.raises(ValueError, match=r"neither task nor any of \['data.generator', 'data.tokenizer'\]: no task of "
+                                       r"\['listops', 'lm', 'translation'\] wrote it"):
+    task_of({'data': {'data_dir': 'x'}}, CONFIG_HISTORIES)
 
 
 def test_randomized_positions_cover_every_input_position_and_set_the_encodings_reach():

@@ -126,7 +126,6 @@ def named_tasks(path: str) -> set[str]:
 NAMING_TASKS_TODAY = {
     'lra_posenc/diagnostics.py': {'listops'},
     'lra_posenc/report.py': {'translation'},
-    'lra_posenc/training/config_checks.py': {'listops', 'translation'},
     'scripts/bleu_significance.py': {'translation'},
     'scripts/decoding_grid.py': {'translation'},
     'scripts/gpu_campaign.py': {'listops'},

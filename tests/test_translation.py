@@ -31,6 +31,7 @@ from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
+from lra_posenc.translation.settings import CONFIG_HISTORY
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
 from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
@@ -396,7 +397,7 @@ def test_tiny_model_learns_toy_translation_to_high_bleu(toy_corpus, trained_toy)
   assert sorted(os.listdir(workdir / 'tokenizer')) == ['joint.model']
   # Each test sentence's BLEU statistics are written too; their sums give the scores, and sentence by
   # sentence they are those of the written translations.
-  config = read_config(str(workdir))
+  config = read_config(str(workdir), CONFIG_HISTORY)
   for name, protocol in bleu.protocols(read_data(config.data)).items():
     recorded = bleu.read_statistics(str(workdir), 'best', 'test', name, protocol)
     assert protocol.score_of_sums(recorded.statistics.sum(0)) == pytest.approx(test[name], abs=1e-9)
@@ -564,7 +565,7 @@ def test_a_config_json_from_before_the_last_additions_reads_with_todays_keys(toy
   config = toy_config(toy_corpus).to_dict()
   old = copy.deepcopy(config)
   del old['task'], old['loss']['chunk_tokens'], old['data']['tokenizer']['lowercase']
-  assert upgrade_old_config(old) == config
+  assert upgrade_old_config(old, CONFIG_HISTORY) == config
   with ml_collections.ConfigDict(old).unlocked() as stale:
     stale.data.max_eval_length = 16
     with pytest.raises(ValueError, match=r'data.max_eval_length was renamed; use data.max_eval_source_length'):
@@ -726,7 +727,7 @@ def test_bleu_selection_picks_the_checkpoint_with_the_best_greedy_validation_ble
   best = max(validations, key=lambda r: r['bleu'])  # max() keeps the first of equal scores, as the trainer does.
   assert results['best_step'] == best['step'] and results['validation']['bleu'] == best['bleu']
   # The same score another way: the best checkpoint's greedy translations of the validation split, scored anew.
-  saved, params, _ = restore_best(str(tmp_path))
+  saved, params, _ = restore_best(str(tmp_path), CONFIG_HISTORY)
   tokenizers = input_pipeline.workdir_tokenizers(str(tmp_path), joint=saved.data.tokenizer.joint,
                                                  lowercase=saved.data.tokenizer.lowercase)
   validation = input_pipeline.read_split(toy_corpus, 'val', 'en', 'de')

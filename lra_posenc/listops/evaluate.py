@@ -19,7 +19,7 @@ import numpy as np
 from absl import flags
 
 from lra_posenc.listops import input_pipeline
-from lra_posenc.listops.settings import read_scoring_settings
+from lra_posenc.listops.settings import CONFIG_HISTORY, read_scoring_settings
 from lra_posenc.listops.train import example_outcomes
 from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.sweeps import save_line_plot
@@ -75,7 +75,7 @@ def evaluate_file(workdir: str, path: str, *, split_name: str | None = None, on_
   """Scores the best checkpoint of `workdir` on `path`; writes and returns the report (see the module doc)."""
   if length_buckets < 1:
     raise ValueError(f'--length_buckets={length_buckets} must be at least 1')
-  config, params, step = restore_best(workdir, 'listops')
+  config, params, step = restore_best(workdir, CONFIG_HISTORY)
   run = read_scoring_settings(config)
   model, data = run.model, run.data
   dataset, read_report = input_pipeline.read_split(

@@ -30,7 +30,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
   """Per bucket [bounds[i], bounds[i+1]) of tokens, `num_samples` expressions drawn into `data_dir` from the run's
   own generator (and its own test split first): accuracy of the best checkpoint (None if the encoding cannot reach
   it) and the majority class."""
-  config, params, _ = restore_best(workdir, 'listops')
+  config, params, _ = restore_best(workdir, settings.CONFIG_HISTORY)
   run = settings.read_scoring_settings(config)
   model, data = run.model, run.data
   test_dir = train.data_directory(data.data_dir, workdir)
@@ -54,7 +54,7 @@ def scores_by_length(workdir: str, bounds: Sequence[int], *, num_samples: int, d
 
 def scores_by_depth(workdir: str) -> dict[str, dict]:
   """Per nesting depth of the run's own test split: accuracy of the best checkpoint and that depth's majority class."""
-  data_dir = train.data_directory(read_config(workdir).data.data_dir, workdir)
+  data_dir = train.data_directory(read_config(workdir, settings.CONFIG_HISTORY).data.data_dir, workdir)
   report = evaluate_file(workdir, os.path.join(data_dir, 'basic_test.tsv'), split_name='test')
   return {depth: {'score': group['accuracy'], 'majority': group['majority_class_accuracy'],
                   'examples': group['examples']} for depth, group in report['by_depth'].items()}

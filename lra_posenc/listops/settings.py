@@ -12,9 +12,22 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
-from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.config_checks import ConfigHistory, check_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_positive, check_section_choice
+
+TASK = 'listops'
+
+
+def _upgrade_old_config(config: dict) -> None:
+  """The ListOps key added since its first config.json files: model.length_multiple (1: no padding, which changes
+  how attention computes, not what)."""
+  config['model'].setdefault('length_multiple', 1)
+
+
+# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# `checkpointing.read_config`: the generator's section named the task before configs had `task`.
+CONFIG_HISTORY = {TASK: ConfigHistory(data_key='generator', upgrade=_upgrade_old_config)}
 
 DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(

@@ -29,4 +29,5 @@ SPEC = TaskSpec('listops', 'lra_posenc.listops.train', train.create_task, train.
                 validation_label='validation accuracy', default_target=0.4, test_score_label='test accuracy',
                 test_score_title='ListOps test accuracy', test_score_digits=3,
                 scores_by_length=length_scores.scores_by_length, draws_length_sets=True,
-                scores_by_depth=length_scores.scores_by_depth, summary_tables=SUMMARY_TABLES)
+                scores_by_depth=length_scores.scores_by_depth, summary_tables=SUMMARY_TABLES,
+                config_history=settings.CONFIG_HISTORY)

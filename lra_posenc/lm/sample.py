@@ -25,7 +25,7 @@ from lra_posenc.lm.input_pipeline import Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.training import cli
-from lra_posenc.training.checkpointing import read_task_config, restore_best
+from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.workdir import read_json
 from lra_posenc.validation import check_range
@@ -40,10 +40,10 @@ class Sampler:
 
   @classmethod
   def from_workdir(cls, workdir: str) -> 'Sampler':
-    config = read_task_config(workdir, settings.TASK)
+    config = read_config(workdir, settings.CONFIG_HISTORY)
     vocabulary = Vocabulary.from_artifact(read_json(os.path.join(workdir, 'artifacts.json'))['vocabulary'])
     model = settings.read_model(config.model, settings.read_data(config.data), vocab_size=vocabulary.size)
-    _, params, _ = restore_best(workdir, settings.TASK)
+    _, params, _ = restore_best(workdir, settings.CONFIG_HISTORY)
     return cls(model, vocabulary, params)
 
   @functools.cached_property

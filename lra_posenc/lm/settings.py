@@ -12,11 +12,22 @@ from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
-from lra_posenc.training.config_checks import check_keys, read_section
+from lra_posenc.training.config_checks import ConfigHistory, check_keys, read_section
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_choice, check_range
 
 TASK = 'lm'
+
+
+def _upgrade_old_config(config: dict) -> None:
+  """The language model's key added since its first config.json files: model.embedding_scaling ('none', GPT-2's
+  parametrisation, the only one before)."""
+  config['model'].setdefault('embedding_scaling', 'none')
+
+
+# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# `checkpointing.read_config`; every one has `task`.
+CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}
 # The model's keys beside the Transformer stack's: GPT-2's biases and initialisation (models.transformer), and
 # randomized positions and the embeddings' parametrisation (models.language_model).
 MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions', 'embedding_scaling')

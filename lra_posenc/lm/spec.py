@@ -22,4 +22,5 @@ SPEC = TaskSpec(settings.TASK, 'lra_posenc.lm.train', train.create_task, train.b
                 test_metrics=('loss', 'bits_per_token'), validation_metric='log_likelihood',
                 validation_label='validation log-likelihood per token (nats)', default_target=-1.92,
                 test_score_label='loss per token (nats)', test_score_title='loss per token of the scored split',
-                test_score_digits=3, recorded_columns=scoring.recorded_columns, summary_tables=SUMMARY_TABLES)
+                test_score_digits=3, recorded_columns=scoring.recorded_columns, summary_tables=SUMMARY_TABLES,
+                config_history=settings.CONFIG_HISTORY)

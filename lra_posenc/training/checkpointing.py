@@ -11,7 +11,7 @@ step.
 import contextlib
 import logging as std_logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import flax
@@ -22,7 +22,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 
 from lra_posenc.training import distributed
-from lra_posenc.training.config_checks import task_of, upgrade_old_config
+from lra_posenc.training.config_checks import ConfigHistory, task_of, upgrade_old_config
 from lra_posenc.training.workdir import CONFIG_FILE, read_json
 
 LATEST_DIR, BEST_DIR, EVALUATED_DIR = 'checkpoints', 'best', 'evaluated'
@@ -293,8 +293,10 @@ class Checkpoints:
           stack.callback(manager.wait_until_finished)
 
 
-def read_config(workdir: str) -> ml_collections.ConfigDict:
-  """The config a workdir was trained with (keys renamed since, under their new names), for reading the run.
+def read_config(workdir: str, histories: Mapping[str, ConfigHistory]) -> ml_collections.ConfigDict:
+  """The config a workdir was trained with by one of the tasks of `histories` (task -> its ConfigHistory; a
+  task's own code passes only its own), upgraded to today's keys; a workdir of another task is a ValueError
+  saying whose it is.
 
   The attention path is how the training machine computed, not what was trained, so an explicit
   'cudnn' reads as 'auto' (cuDNN where this machine can serve a call, XLA elsewhere): a run trained
@@ -303,29 +305,28 @@ def read_config(workdir: str) -> ml_collections.ConfigDict:
   config_path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no {CONFIG_FILE})')
-  config = ml_collections.ConfigDict(upgrade_old_config(read_json(config_path)))
+  saved = read_json(config_path)
+  try:
+    task = task_of(saved, histories)
+  except ValueError as error:
+    raise ValueError(f'{config_path}: {error}') from None
+  if task not in histories:
+    raise ValueError(f'{workdir} is not a {" or ".join(sorted(histories))} workdir: its {CONFIG_FILE} has task '
+                     f'{task!r}; give a workdir of '
+                     + ' or '.join(f'lra_posenc.{name}.train' for name in sorted(histories)))
+  config = ml_collections.ConfigDict(upgrade_old_config(saved, histories))
   if config.get('model', {}).get('attention_implementation') == 'cudnn':
     config.model.attention_implementation = 'auto'
   return config
 
 
-def read_task_config(workdir: str, task: str) -> ml_collections.ConfigDict:
-  """The config `workdir` was trained with, if `task`'s trainer (lra_posenc.TASK.train) trained it; else a
-  ValueError saying which task's it is."""
-  config = read_config(workdir)
-  if (found := task_of(config)) != task:
-    raise ValueError(f'{workdir} is not a {task} workdir: its {CONFIG_FILE} has task {found!r}; give a workdir of '
-                     f'lra_posenc.{task}.train')
-  return config
-
-
-def restore_best(workdir: str, task: str | None = None) -> tuple[ml_collections.ConfigDict, Any, int]:
-  """The config a finished (or running) workdir was trained with, its best params and their step; with `task`,
-  a workdir of another task's is a ValueError before anything is restored.
+def restore_best(workdir: str, histories: Mapping[str, ConfigHistory]) -> tuple[ml_collections.ConfigDict, Any, int]:
+  """The config a finished (or running) workdir was trained with (`read_config`: a workdir of a task not in
+  `histories` is a ValueError before anything is restored), its best params and their step.
 
   Reads only; creates nothing.
   """
-  config = read_config(workdir) if task is None else read_task_config(workdir, task)
+  config = read_config(workdir, histories)
   best_dir = os.path.join(os.path.abspath(workdir), BEST_DIR)
   (step,), (state,) = _restore_read_only(best_dir, 'no checkpoint yet; train first', newest_only=True)
   return config, state['params'], step

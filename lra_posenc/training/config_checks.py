@@ -1,6 +1,6 @@
 """Fail-fast config validation, so a typo is an error before anything compiles."""
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 import ml_collections
@@ -30,40 +30,45 @@ def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[
     raise ValueError(f'{path} lacks key(s) {missing}')
 
 
-# Each task's own key of `config.data`, in every config.json written so far: what says which task trained a run
-# written before `config.task` was (every one committed under results/ up to 2026-11-28).
-TASK_DATA_KEYS = {'listops': 'generator', 'translation': 'tokenizer'}
+@dataclasses.dataclass(frozen=True)
+class ConfigHistory:
+  """How one task's config.json files written before its latest keys read today.
+
+  Attributes:
+    data_key: the task's own key of `config.data`, which says that the task wrote a config.json from before
+      configs had `task` (every one committed under results/ up to 2026-11-28); None for a task younger.
+    upgrade: sets, in such an old config (a dict), the task's keys added since, at the values that give the
+      behaviour from before.
+  """
+  data_key: str | None = None
+  upgrade: Callable[[dict], None] | None = None
 
 
-def task_of(config: Mapping) -> str:
-  """The task whose program wrote `config`: its `task`, or in an older config.json its data section's own key."""
+def task_of(config: Mapping, histories: Mapping[str, ConfigHistory]) -> str:
+  """The task whose program wrote `config`: its `task`, or in an older config.json the task of `histories` (task
+  -> its history) whose data key its data section holds."""
   if 'task' in config:
     return config['task']
-  data = config['data']
-  for task, key in TASK_DATA_KEYS.items():
-    if key in data:
+  keys = {task: history.data_key for task, history in histories.items() if history.data_key}
+  for task, key in keys.items():
+    if key in config['data']:
       return task
-  raise ValueError(f'a config with none of {[f"data.{key}" for key in TASK_DATA_KEYS.values()]}: no task of '
-                   f'this framework wrote it')
+  raise ValueError(f'a config with neither task nor any of {[f"data.{key}" for key in keys.values()]}: no task of '
+                   f'{sorted(histories)} wrote it')
 
 
-def upgrade_old_config(config: dict) -> dict:
-  """A config.json written before six keys were added, with them, at the values that give the behaviour from
-  before: `task`; optimizer.min_learning_rate (a cosine decayed to 0); ListOps' model.length_multiple;
-  translation's loss.chunk_tokens and data.tokenizer.lowercase; model.embedding_scaling where model.init_std is.
+def upgrade_old_config(config: dict, histories: Mapping[str, ConfigHistory]) -> dict:
+  """A config.json written before keys were added (a dict), with them, at the values that give the behaviour from
+  before: `task`, optimizer.min_learning_rate (a cosine decayed to 0), and those its task's history adds.
 
   Only these: they are what config.json files committed under results/ lack (2026-12-02;
   tests/test_experiments.py reads every one).
   """
-  config.setdefault('task', task_of(config))
+  config.setdefault('task', task_of(config, histories))
   config['optimizer'].setdefault('min_learning_rate', 0.0)
-  if config['task'] == 'translation':
-    config['loss'].setdefault('chunk_tokens', 0)  # Automatic: the chunk changes the speed, not the loss.
-    config['data']['tokenizer'].setdefault('lowercase', False)
-  elif config['task'] == 'listops':
-    config['model'].setdefault('length_multiple', 1)  # Padding changes how attention computes, not what.
-  if 'init_std' in config['model']:  # GPT-2's parametrisation (the language model's) before it had a second.
-    config['model'].setdefault('embedding_scaling', 'none')
+  history = histories.get(config['task'])
+  if history is not None and history.upgrade is not None:
+    history.upgrade(config)
   return config
 
 

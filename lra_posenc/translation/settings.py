@@ -11,11 +11,25 @@ import ml_collections
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.batches import token_budget_batch_sizes
-from lra_posenc.training.checkpointing import read_task_config
-from lra_posenc.training.config_checks import check_keys
+from lra_posenc.training.checkpointing import read_config
+from lra_posenc.training.config_checks import ConfigHistory, check_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.translation.input_pipeline import EOS_ID
 from lra_posenc.validation import check_positive, check_range, check_section_choice
+
+TASK = 'translation'
+
+
+def _upgrade_old_config(config: dict) -> None:
+  """Translation keys added since its first config.json files: loss.chunk_tokens (0, automatic: the chunk changes
+  the speed, not the loss) and data.tokenizer.lowercase (False)."""
+  config['loss'].setdefault('chunk_tokens', 0)
+  config['data']['tokenizer'].setdefault('lowercase', False)
+
+
+# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# `checkpointing.read_config`: the tokenizer's section named the task before configs had `task`.
+CONFIG_HISTORY = {TASK: ConfigHistory(data_key='tokenizer', upgrade=_upgrade_old_config)}
 
 DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
              'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
@@ -170,7 +184,7 @@ def read_data(data: ml_collections.ConfigDict, *, reads_text: bool = True) -> Da
 def read_run_data(run_dir: str, data_dir: str | None = None) -> DataSettings:
   """The data settings a translation run trained with (its config.json), its text read from `data_dir` where
   given (a committed run's own data_dir is another machine's path); a run of another task is a ValueError."""
-  data = read_data(read_task_config(run_dir, 'translation').data)
+  data = read_data(read_config(run_dir, CONFIG_HISTORY).data)
   return data if data_dir is None else dataclasses.replace(data, data_dir=data_dir)
 
 

@@ -14,12 +14,12 @@ from typing import NamedTuple
 from absl import flags
 
 from lra_posenc.training import cli
-from lra_posenc.training.checkpointing import read_task_config, restore_best, restore_evaluated
+from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated
 from lra_posenc.training.evaluation import average_parameters
 from lra_posenc.training.metric_writer import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
 from lra_posenc.translation import input_pipeline
-from lra_posenc.translation.settings import DataSettings, read_translator_settings
+from lra_posenc.translation.settings import CONFIG_HISTORY, DataSettings, read_translator_settings
 from lra_posenc.translation.translator import Translator, build_translator
 
 # The parameters a trained workdir can translate with: the best validation checkpoint, or the mean of the
@@ -30,7 +30,7 @@ CHECKPOINTS = ('best', 'averaged')
 def checkpoint_params(workdir: str, checkpoint: str) -> tuple[Params, list[int]]:
   """The parameters `checkpoint` (one of CHECKPOINTS) names and the training steps they come from."""
   if checkpoint == 'best':
-    _, params, step = restore_best(workdir)
+    _, params, step = restore_best(workdir, CONFIG_HISTORY)
     return params, [step]
   steps, params = restore_evaluated(workdir)
   return average_parameters(params), steps
@@ -48,7 +48,7 @@ class TrainedTranslator(NamedTuple):
 def load_translator(workdir: str, checkpoint: str = 'best', *, reads_text: bool = False) -> TrainedTranslator:
   """The workdir's translator and `checkpoint`'s parameters; with `reads_text` (a caller that reads the run's
   text) its data settings are checked as for training."""
-  translation = read_translator_settings(read_task_config(workdir, 'translation'), reads_text=reads_text)
+  translation = read_translator_settings(read_config(workdir, CONFIG_HISTORY), reads_text=reads_text)
   params, steps = checkpoint_params(workdir, checkpoint)
   tokenizer = translation.data.tokenizer
   tokenizers = input_pipeline.workdir_tokenizers(workdir, joint=tokenizer.joint, lowercase=tokenizer.lowercase)
