@@ -15,6 +15,7 @@ import os
 import re
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -23,8 +24,6 @@ import scipy.stats
 from lra_posenc import comparison, length_generalisation, sweeps, tasks
 from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.training.workdir import RESULTS_FILE, read_json
-from lra_posenc.translation import bleu
-from lra_posenc.translation.settings import read_run_data
 
 # One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
 # sources: paths under results/, each a folder of VARIANT/seed_S run folders or a runs.csv (a study whose run
@@ -86,6 +85,9 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
   recorded_seeds (the seeds that recorded them), bootstrap_p and bootstrap_seeds. Second, the finished runs
   left out for want of a score in the table's metric, as encoding -> seeds, for the table to name them."""
   task = tasks.TASKS[table['task']]
+  if table['statistics'] and task.paired_test is None:
+    raise ValueError(f"{table['title']}: statistics {table['statistics']} name a paired test, which task "
+                     f"{table['task']!r} does not have (TaskSpec.paired_test)")
   runs, unscored = [], {}
   for source in table['sources']:
     for run in read_source(results_dir, source, task):
@@ -105,8 +107,9 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
     rows.append({'encoding': summary['variant'], 'n': len(own), 'runs': own,
                  'stats': summary['columns'], 'ended': ended_cell([run['ended'] for run in own])})
     if table['statistics']:
-      pooled[summary['variant']] = pooled_statistics(own, *table['statistics'])
-      rows[-1]['recorded_seeds'] = pooled[summary['variant']][2] if pooled[summary['variant']] else []
+      recorded = [(run['run_dir'], run['seed']) for run in own if run['run_dir'] is not None]
+      pooled[summary['variant']] = task.paired_test.pool(recorded, *table['statistics'])
+      rows[-1]['recorded_seeds'] = pooled[summary['variant']].seeds if pooled[summary['variant']] else []
   if table['reference'] not in [row['encoding'] for row in rows]:
     raise ValueError(f"{table['title']}: no runs of the reference encoding {table['reference']}")
   better = 1 if table.get('lower_is_better') else -1
@@ -116,7 +119,7 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
     row['rank'] = rank
     row |= _against_reference(table, row, reference)
     if table['statistics']:
-      row |= _bootstrap(row, pooled[row['encoding']], pooled[reference['encoding']])
+      row |= _bootstrap(task, row, pooled[row['encoding']], pooled[reference['encoding']])
   for test in ('welch', 'bootstrap'):  # Each test's family: the table's comparisons against its reference.
     for row, adjusted in zip(rows, holm([row.get(f'{test}_p') for row in rows])):
       row[f'{test}_holm_p'] = adjusted
@@ -168,43 +171,13 @@ def welch(row: dict, other: dict, metric: str) -> tuple[float | None, str | None
     return float(scipy.stats.ttest_ind(values[0], values[1], equal_var=False).pvalue), None
 
 
-def _bootstrap(row: dict, pooled: tuple | None, reference: tuple | None) -> dict:
-  """The paired bootstrap p of the row's pooled sentence statistics against the reference's, with the row's
-  seeds in it; None where either side recorded none, or for the reference itself."""
+def _bootstrap(task: tasks.TaskSpec, row: dict, pooled: Any, reference: Any) -> dict:
+  """The task's paired test of the row's pooled examples against the reference's, with the row's seeds in it;
+  None where either side recorded none, or for the reference itself."""
   if row['delta'] is None or pooled is None or reference is None:
     return {'bootstrap_p': None, 'bootstrap_seeds': []}
-  protocol, statistics, seeds = pooled
-  _check_same_bleu(protocol, reference[0], f"{row['encoding']} against the reference")
-  return {'bootstrap_p': bleu.two_sided_bootstrap(protocol, reference[1], statistics),
-          'bootstrap_seeds': seeds}
-
-
-def pooled_statistics(runs: Sequence[dict], checkpoint: str, split: str, name: str
-                      ) -> tuple[bleu.BleuProtocol, np.ndarray, list[int]] | None:
-  """The BLEU protocol, the sentence statistics summed over the runs that recorded them in bleu_statistics.json
-  (the corpus of all their translations: a paired bootstrap resamples each sentence with every seed's
-  translation of it) and those runs' seeds; None if none recorded them."""
-  protocol, total, seeds = None, None, []
-  for run in runs:
-    if run['run_dir'] is None or not os.path.isfile(bleu.statistics_path(run['run_dir'])):
-      continue
-    run_protocol = bleu.protocols(read_run_data(run['run_dir']))[name]
-    recorded = bleu.read_statistics(run['run_dir'], checkpoint, split, name, run_protocol)
-    if recorded is None:
-      continue
-    if protocol is not None:
-      _check_same_bleu(run_protocol, protocol, f"{run['run_dir']} pooled with {run['variant']}'s other seeds")
-    protocol = run_protocol
-    total = recorded.statistics if total is None else total + recorded.statistics
-    seeds.append(run['seed'])
-  return (protocol, total, seeds) if seeds else None
-
-
-def _check_same_bleu(protocol: bleu.BleuProtocol, other: bleu.BleuProtocol, what: str) -> None:
-  """Sentence statistics of two BLEU protocols do not pool or pair: raise naming where they met."""
-  if bleu.without_version(protocol.signature()) != bleu.without_version(other.signature()):
-    raise ValueError(f'{what}: BLEU {protocol.signature()} and {other.signature()} differ; '
-                     'statistics of different protocols neither pool nor pair')
+  return {'bootstrap_p': task.paired_test.p_value(reference, pooled, f"{row['encoding']} against the reference"),
+          'bootstrap_seeds': pooled.seeds}
 
 
 def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tuple[dict, list[dict]]]:
@@ -244,7 +217,7 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
     reference_seeds = next(row['recorded_seeds'] for row in rows if row['encoding'] == reference)
     heading += f"; bootstrap on {split} {name}, {reference}'s seeds {_seed_list(reference_seeds)}"
   elif table['statistics']:
-    heading += '; no run recorded bleu_statistics.json, so no bootstrap'
+    heading += f"; no run recorded {tasks.TASKS[table['task']].paired_test.records}, so no bootstrap"
   if table.get('unscored'):
     heading += '; no score, so not in the table: ' + ', '.join(
         f"{encoding} seed{'s' if len(seeds) > 1 else ''} {_seed_list(seeds)}"

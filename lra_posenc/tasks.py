@@ -9,7 +9,8 @@ import dataclasses
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import ml_collections
 
@@ -24,6 +25,22 @@ LengthScores = Callable[..., dict[str, dict]]
 # (run_dir, length bucket edges, *, checkpoint, bleu_name, data_dir) -> bucket -> {'score', 'examples'}, or None
 # for a run that recorded no sentence statistics.
 RecordedLengthScores = Callable[..., dict[str, dict] | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedTest:
+  """A paired test over the test examples of two encodings' runs, their seeds pooled (translation's paired
+  bootstrap of BLEU over sentences), as the results summary's tables apply it.
+
+  Attributes:
+    pool: ((run_dir, seed) pairs, checkpoint, split, score) -> what those runs recorded of the checkpoint's
+      examples, pooled over the seeds, with `.seeds` (those that recorded it); None where none did.
+    p_value: (reference's pooled, another's pooled, what the two are, for an error) -> the two-sided p.
+    records: what a run writes for `pool` to read (a file's name), for the summary to say when none did.
+  """
+  pool: Callable[[Sequence[tuple[str, int]], str, str, str], Any]
+  p_value: Callable[[Any, Any, str], float]
+  records: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +70,7 @@ class TaskSpec:
       language model's loss per scored window length), or None.
     summary_tables: the tables of this task's studies in the results summary (`lra_posenc.report`'s form,
       without 'task'), in the order they appear.
+    paired_test: the paired test of the summary tables' `statistics` (checkpoint, split, score), or None.
     config_history: how its older config.json files read today, as {name: ConfigHistory} (the task's settings'
       CONFIG_HISTORY); `CONFIG_HISTORIES` holds every task's, for reading a run of any task.
   """
@@ -75,6 +93,7 @@ class TaskSpec:
   scores_by_recorded_length: RecordedLengthScores | None = None
   recorded_columns: Callable[[dict], dict[str, float | None]] | None = None
   summary_tables: tuple[dict, ...] = ()
+  paired_test: PairedTest | None = None
   config_history: Mapping[str, ConfigHistory] = dataclasses.field(default_factory=dict)
 
 

@@ -3,6 +3,7 @@
 import functools
 import os
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -101,3 +102,44 @@ def markdown(report: dict) -> str:
                 f"{'n/a' if row['p_value'] is None else format(row['p_value'], '.4f')} |" for row in table['systems']]
       lines.append('')
   return '\n'.join(lines)
+
+
+class PooledStatistics(NamedTuple):
+  """One encoding's sentence statistics summed over its seeds' runs (the corpus of all their translations: a
+  paired bootstrap resamples each sentence with every seed's translation of it), their BLEU, and those seeds."""
+  protocol: bleu.BleuProtocol
+  statistics: np.ndarray
+  seeds: list[int]
+
+
+def pooled_statistics(runs: Sequence[tuple[str, int]], checkpoint: str, split: str, name: str
+                      ) -> PooledStatistics | None:
+  """The BLEU `name`'s sentence statistics of `checkpoint` on `split`, summed over the (run_dir, seed) `runs` that
+  recorded them in bleu_statistics.json; None if none did. Runs scored with different BLEUs are an error."""
+  pooled = None
+  for run_dir, seed in runs:
+    if not os.path.isfile(bleu.statistics_path(run_dir)):
+      continue
+    protocol = bleu.protocols(read_run_data(run_dir))[name]
+    recorded = bleu.read_statistics(run_dir, checkpoint, split, name, protocol)
+    if recorded is None:
+      continue
+    if pooled is None:
+      pooled = PooledStatistics(protocol, recorded.statistics, [seed])
+    else:
+      check_same_bleu(protocol, pooled.protocol, f"{run_dir} pooled with its encoding's other seeds")
+      pooled = PooledStatistics(protocol, pooled.statistics + recorded.statistics, pooled.seeds + [seed])
+  return pooled
+
+
+def pooled_bootstrap_p(reference: PooledStatistics, other: PooledStatistics, what: str) -> float:
+  """The two-sided paired bootstrap p of `other`'s pooled BLEU against `reference`'s (`bleu.two_sided_bootstrap`)."""
+  check_same_bleu(other.protocol, reference.protocol, what)
+  return bleu.two_sided_bootstrap(other.protocol, reference.statistics, other.statistics)
+
+
+def check_same_bleu(protocol: bleu.BleuProtocol, other: bleu.BleuProtocol, what: str) -> None:
+  """Sentence statistics of two BLEU protocols do not pool or pair: raise naming where they met."""
+  if bleu.without_version(protocol.signature()) != bleu.without_version(other.signature()):
+    raise ValueError(f'{what}: BLEU {protocol.signature()} and {other.signature()} differ; '
+                     'statistics of different protocols neither pool nor pair')

@@ -1,6 +1,6 @@
 """Translation as the scripts (sweeps, length studies, benchmarks, the results summary) know it."""
-from lra_posenc.tasks import TaskSpec
-from lra_posenc.translation import length_scores, settings, train
+from lra_posenc.tasks import PairedTest, TaskSpec
+from lra_posenc.translation import bleu, length_scores, settings, significance, train
 
 SUMMARY_TABLES = (
     {'title': 'Multi30k En→De `:sweep`',
@@ -44,4 +44,6 @@ SPEC = TaskSpec('translation', 'lra_posenc.translation.train', train.create_task
                 test_score_label='sacreBLEU', test_score_title='sacreBLEU of the test translations',
                 test_score_digits=2, scores_by_length=length_scores.scores_by_length,
                 scores_by_recorded_length=length_scores.recorded_scores_by_length, summary_tables=SUMMARY_TABLES,
+                paired_test=PairedTest(significance.pooled_statistics, significance.pooled_bootstrap_p,
+                                       bleu.STATISTICS_FILE),
                 config_history=settings.CONFIG_HISTORY)
