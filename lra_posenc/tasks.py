@@ -66,6 +66,7 @@ class TaskSpec:
     scores_by_depth: per nesting depth of the run's test split, for tasks whose inputs nest (ListOps); or None.
     scores_by_recorded_length: per bucket of source words, from the sentence statistics a run recorded, for
       tasks that record them (translation); or None.
+    recorded_choices: the checkpoints and the scores `scores_by_recorded_length` takes, as two tuples.
     recorded_columns: a run's results.json -> further figures for its row in sweep and summary tables (the
       language model's loss per scored window length), or None.
     summary_tables: the tables of this task's studies in the results summary (`lra_posenc.report`'s form,
@@ -91,6 +92,7 @@ class TaskSpec:
   draws_length_sets: bool = False
   scores_by_depth: Callable[[str], dict[str, dict]] | None = None
   scores_by_recorded_length: RecordedLengthScores | None = None
+  recorded_choices: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
   recorded_columns: Callable[[dict], dict[str, float | None]] | None = None
   summary_tables: tuple[dict, ...] = ()
   paired_test: PairedTest | None = None

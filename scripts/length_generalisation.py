@@ -43,8 +43,6 @@ from collections.abc import Sequence
 from lra_posenc.length_generalisation import (BREAKDOWNS, cached, finished_runs, length_set_key, plot, plot_title,
                                               sweep_name, write_paired_report, write_report)
 from lra_posenc.tasks import TASKS, TaskSpec
-from lra_posenc.translation import bleu
-from lra_posenc.translation.translate import CHECKPOINTS
 from lra_posenc.validation import comma_separated
 
 
@@ -137,9 +135,10 @@ def parse_recorded(parser: argparse.ArgumentParser, args: argparse.Namespace, ta
   if task.scores_by_recorded_length is None:
     parser.error(f'--recorded: --task={args.task} records no sentence statistics')
   checkpoint, _, name = args.recorded.partition(':')
-  if checkpoint not in CHECKPOINTS or name not in bleu.BLEU_NAMES:
-    parser.error(f'--recorded={args.recorded}: want CHECKPOINT:BLEU, CHECKPOINT one of {list(CHECKPOINTS)}, '
-                 f'BLEU one of {list(bleu.BLEU_NAMES)}')
+  checkpoints, scores = task.recorded_choices
+  if checkpoint not in checkpoints or name not in scores:
+    parser.error(f'--recorded={args.recorded}: want CHECKPOINT:BLEU, CHECKPOINT one of {list(checkpoints)}, '
+                 f'BLEU one of {list(scores)}')
   if args.by != 'length' or not (args.data_dir or args.replot):
     parser.error('--recorded scores by length (--by=length) and needs --data_dir')
   return checkpoint, name

@@ -416,6 +416,11 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
     length_generalisation.main(['--task=translation', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
                                 f'--data_dir={text_dir}'])
   assert '--data_dir: only --recorded reads test text from it' in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    length_generalisation.main(['--task=translation', f'--sweep_dir={sweep_dir}', '--bounds=1,10',
+                                '--recorded=last:tokenized_bleu', f'--data_dir={text_dir}'])
+  assert ("--recorded=last:tokenized_bleu: want CHECKPOINT:BLEU, CHECKPOINT one of ['best', 'averaged'], BLEU one "
+          "of ['bleu', 'tokenized_bleu']") in capsys.readouterr().err
 
 
 def test_runs_scored_on_different_examples_give_no_majority_baseline(tmp_path):

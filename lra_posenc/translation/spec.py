@@ -1,6 +1,6 @@
 """Translation as the scripts (sweeps, length studies, benchmarks, the results summary) know it."""
 from lra_posenc.tasks import PairedTest, TaskSpec
-from lra_posenc.translation import bleu, length_scores, settings, significance, train
+from lra_posenc.translation import bleu, length_scores, settings, significance, train, translate
 
 SUMMARY_TABLES = (
     {'title': 'Multi30k En→De `:sweep`',
@@ -43,7 +43,8 @@ SPEC = TaskSpec('translation', 'lra_posenc.translation.train', train.create_task
                 validation_label='validation token accuracy (teacher-forced)', default_target=0.5,
                 test_score_label='sacreBLEU', test_score_title='sacreBLEU of the test translations',
                 test_score_digits=2, scores_by_length=length_scores.scores_by_length,
-                scores_by_recorded_length=length_scores.recorded_scores_by_length, summary_tables=SUMMARY_TABLES,
+                scores_by_recorded_length=length_scores.recorded_scores_by_length,
+                recorded_choices=(translate.CHECKPOINTS, bleu.BLEU_NAMES), summary_tables=SUMMARY_TABLES,
                 paired_test=PairedTest(significance.pooled_statistics, significance.pooled_bootstrap_p,
                                        bleu.STATISTICS_FILE),
                 config_history=settings.CONFIG_HISTORY)
