@@ -35,11 +35,11 @@ from lra_posenc import benchmarking
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import written_whole
 from lra_posenc.models.transformer import DTYPES
+from lra_posenc.tasks import TASKS
 from lra_posenc.training import provenance
-from lra_posenc.translation import train as translation_train
 
-MULTI30K_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'configs', 'translation',
-                               'multi30k.py')
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K_CONFIG = os.path.join(ROOT, 'configs/translation/multi30k.py')  # Its task's benchmark workload: TASKS.
 
 
 class PeerStepTimer:
@@ -102,7 +102,8 @@ def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
 
 
 def compare(args: argparse.Namespace) -> dict[str, Any]:
-  workload = translation_train.benchmark_workload(our_config(args))
+  config = our_config(args)
+  workload = TASKS[config.task].benchmark_workload(config)
   timers = {'ours': benchmarking.TrainStepTimer(workload),
             'peer': PeerStepTimer(args.peer_models, args)}
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)

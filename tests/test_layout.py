@@ -128,7 +128,6 @@ NAMING_TASKS_TODAY = {
     'scripts/bleu_significance.py': {'translation'},
     'scripts/decoding_grid.py': {'translation'},
     'scripts/gpu_campaign.py': {'listops'},
-    'scripts/side_by_side_wmt.py': {'translation'},
 }
 
 
