@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import sacrebleu.significance
 
-import bleu_significance
 from conftest import toy_config
 from lra_posenc.translation import bleu, significance, train
 from lra_posenc.translation.settings import read_data
@@ -169,7 +168,7 @@ def test_randomization_test_and_the_command_line(toy_corpus, references, tmp_pat
   exact = write_run(tmp_path / 'exact', config, {'best': references})
   worse = write_run(tmp_path / 'worse', config, {'best': [drop_last_word(line) for line in references]})
   output = tmp_path / 'report.json'
-  bleu_significance.main([exact, worse, f'--data_dir={toy_corpus}', '--test=randomization', '--samples=500',
+  significance.main([exact, worse, f'--data_dir={toy_corpus}', '--test=randomization', '--samples=500',
                           f'--output={output}'])
   with open(output) as f:
     report = json.load(f)

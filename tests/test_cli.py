@@ -57,6 +57,8 @@ def test_traceback_shows_the_whole_traceback_of_a_user_error(tmp_path):
 @pytest.mark.parametrize('command', [
     TRAIN, [sys.executable, '-m', 'lra_posenc.translation.train'],
     [sys.executable, '-m', 'lra_posenc.translation.translate'],
+    [sys.executable, '-m', 'lra_posenc.translation.decoding_grid'],
+    [sys.executable, '-m', 'lra_posenc.translation.significance'],
     *[[os.path.join(ROOT, 'scripts', name)] for name in sorted(os.listdir(os.path.join(ROOT, 'scripts')))],
 ])
 def test_help_exits_0_and_scripts_are_executable(command):

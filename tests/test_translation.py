@@ -420,7 +420,7 @@ def test_translate_entry_point_matches_the_written_translations(toy_corpus, trai
 
 @pytest.mark.slow
 def test_decoding_grid_scores_the_trained_setting_as_training_did(trained_toy, tmp_path):
-  import decoding_grid
+  from lra_posenc.translation import decoding_grid
   workdir, results = trained_toy
   beam, penalty = results['config']['decoding']['beam_size'], results['config']['decoding']['length_penalty']
   output = tmp_path / 'grid.json'

@@ -7,7 +7,7 @@ The SentencePiece model is trained on the training split into WORKDIR/tokenizer.
 best checkpoint (by `evaluation.selection_metric`) translates every test split with beam
 search; hypotheses go to WORKDIR/translations/SPLIT.LANG, both BLEUs against the raw
 references to results.json and their sentence statistics to WORKDIR/bleu_statistics.json
-(for paired tests: scripts/bleu_significance.py). Re-running the command on the same workdir resumes.
+(for paired tests: lra_posenc.translation.significance). Re-running the command on the same workdir resumes.
 """
 import functools
 import os
