@@ -1,6 +1,6 @@
 """What positional encodings give a position and how positions relate: tables, similarities, numerical rank,
-the PoPE paper's high-dimension correlation, biases and a trained ListOps run's attention maps
-(`scripts/diagnostics.py` draws them)."""
+the PoPE paper's high-dimension correlation, biases, and a trained run's attention maps as its task draws
+them (`TaskSpec.attention_maps`; `scripts/diagnostics.py` draws them all)."""
 from collections.abc import Sequence
 
 import matplotlib
@@ -13,11 +13,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
-from lra_posenc.data import listops as generator  # noqa: E402
-from lra_posenc.listops import input_pipeline  # noqa: E402
-from lra_posenc.listops import settings as listops_settings  # noqa: E402
-from lra_posenc.models.transformer import with_xla_attention  # noqa: E402
-from lra_posenc.training.checkpointing import restore_best  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
 
@@ -149,25 +144,13 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
   plt.close(figure)
 
 
-def listops_attention(workdir: str, expression: str, path: str) -> dict:
-  """Plots every layer's and head's attention weights for one ListOps expression; returns their shapes."""
-  config, params, step = restore_best(workdir, listops_settings.CONFIG_HISTORY)  # Attention maps are drawn for ListOps inputs.
-  tokens = input_pipeline.tokenize(expression)
-  unknown = [t for t in tokens if t not in input_pipeline.TOKEN_IDS]
-  if not tokens or unknown:
-    raise ValueError(f'--expression: {unknown or "no tokens"}; ListOps tokens are {input_pipeline.VOCAB[1:]}')
-  ids = jnp.asarray([[input_pipeline.TOKEN_IDS[t] for t in tokens]], jnp.int32)
-  run = listops_settings.read_scoring_settings(config)
-  model = with_xla_attention(run.model)  # Weights to draw, on any backend, whatever path the run trained on.
-  logits, state = model.apply({'params': params}, ids, train=False, mutable=['intermediates'])
-  encoder = state['intermediates']['encoder']
-  layers = [np.asarray(encoder[f'block_{i}']['MultiHeadAttention_0']['attention_weights'][0])[0]
-            for i in range(model.config.num_layers)]
-  labels = (['[CLS]'] if model.pooling == 'cls' else []) + tokens
+def plot_attention_maps(layers: Sequence[np.ndarray], labels: Sequence[str], title: str, path: str) -> None:
+  """Every layer's and head's attention weights ([heads, queries, keys] per layer) in one figure, on one colour
+  scale, with the input's tokens as tick labels where there are at most 40."""
   heads = layers[0].shape[0]
   figure, axes = plt.subplots(len(layers), heads, figsize=(3 * heads + 1, 3 * len(layers) + 0.6), squeeze=False,
                               layout='constrained')
-  largest = max(float(weights.max()) for weights in layers)  # One colour scale for every map.
+  largest = max(float(weights.max()) for weights in layers)
   for layer, weights in enumerate(layers):
     for head in range(heads):
       ax = axes[layer, head]
@@ -177,11 +160,6 @@ def listops_attention(workdir: str, expression: str, path: str) -> dict:
         ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=5)
         ax.set_yticks(range(len(labels)), labels, fontsize=5)
   figure.colorbar(image, ax=axes, shrink=0.8, label='attention weight')
-  prediction = int(np.argmax(logits[0]))
-  label = generator.evaluate_tokens(tokens) % run.data.generator['label_modulus']
-  figure.suptitle(f'{model.config.pos_encoding}, best step {step}: {expression}\ntrue label {label}, predicted '
-                  f'{prediction} (rows: queries, columns: keys)')
+  figure.suptitle(f'{title}\n(rows: queries, columns: keys)')
   figure.savefig(path, dpi=100)
   plt.close(figure)
-  return {'expression': expression, 'label': label, 'prediction': prediction, 'layers': len(layers),
-          'heads': heads}

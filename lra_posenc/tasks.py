@@ -72,6 +72,8 @@ class TaskSpec:
     summary_tables: the tables of this task's studies in the results summary (`lra_posenc.report`'s form,
       without 'task'), in the order they appear.
     paired_test: the paired test of the summary tables' `statistics` (checkpoint, split, score), or None.
+    attention_maps: (workdir, an input as text, path) -> draws the run's attention weights for the input into
+      path and returns what it drew (ListOps: an expression, its label and the prediction); or None.
     config_history: how its older config.json files read today, as {name: ConfigHistory} (the task's settings'
       CONFIG_HISTORY); `CONFIG_HISTORIES` holds every task's, for reading a run of any task.
   """
@@ -96,6 +98,7 @@ class TaskSpec:
   recorded_columns: Callable[[dict], dict[str, float | None]] | None = None
   summary_tables: tuple[dict, ...] = ()
   paired_test: PairedTest | None = None
+  attention_maps: Callable[[str, str, str], dict] | None = None
   config_history: Mapping[str, ConfigHistory] = dataclasses.field(default_factory=dict)
 
 

@@ -18,7 +18,8 @@ and the PoPE paper's high-dimension correlation: the fraction of trailing dimens
 which every pair of positions correlates above 0.999, against sequence length.
 With --workdir, trained encodings (learned, t5) come from the run's best checkpoint, at
 the run's model shape, and --expression draws the attention weights of every layer and
-head for that ListOps input. summary.json holds the numbers behind the plots.
+head for that input, as the run's task reads it (a ListOps expression). summary.json holds the numbers
+behind the plots.
 """
 import argparse
 import json
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 
 from lra_posenc import encodings
 from lra_posenc.data.files import written_whole
-from lra_posenc.diagnostics import listops_attention, plot_bias, plot_rows, representation, row_diagnostics
+from lra_posenc.diagnostics import plot_bias, plot_rows, representation, row_diagnostics
 from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.validation import comma_separated
@@ -43,8 +44,11 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument('--lengths', default='16,32,64,128,256,512,1024,2048',
                       help='Lengths for the high-dimension correlation curve (those <= --length are used).')
   parser.add_argument('--workdir', help='A training workdir: its encoding, shape and trained parameters.')
-  parser.add_argument('--expression', help='With --workdir of a ListOps run: draw attention maps for this input.')
+  parser.add_argument('--expression', help="With --workdir: draw the run's attention maps for this input (a "
+                      'ListOps run: an expression).')
   args = parser.parse_args(argv)
+  if args.expression and not args.workdir:
+    parser.error('--expression needs --workdir (a trained run)')
   os.makedirs(args.output_dir, exist_ok=True)
   try:
     lengths = comma_separated('--lengths', args.lengths, int, at_least=1)
@@ -88,10 +92,11 @@ def main(argv: Sequence[str] | None = None) -> None:
       summary[name] = {'representation': 'none'}
       print(f'{name}: gives positions nothing to plot')
   if args.expression:
-    if not args.workdir:
-      parser.error('--expression needs --workdir (a trained ListOps run)')
-    summary['attention'] = listops_attention(args.workdir, args.expression,
-                                             os.path.join(args.output_dir, f'attention_{names[0]}.png'))
+    draw = TASKS[config.task].attention_maps
+    if draw is None:
+      parser.error(f'--expression: a {config.task} run has no attention maps to draw for an input')
+    summary['attention'] = draw(args.workdir, args.expression,
+                                os.path.join(args.output_dir, f'attention_{names[0]}.png'))
   with written_whole(os.path.join(args.output_dir, 'summary.json')) as f:
     json.dump(summary, f, indent=1)
 

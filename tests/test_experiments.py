@@ -615,7 +615,7 @@ def test_diagnostics_of_a_trained_run_and_its_attention(tiny_sweep, tmp_path):
   assert 0 <= attention['prediction'] < 10
   assert os.path.getsize(tmp_path / 'attention_learned.png') > 0
   with pytest.raises(ValueError, match="'\\[MUL'"):
-    encoding_diagnostics.listops_attention(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
+    TASKS['listops'].attention_maps(workdir, '[MUL 2 3 ]', str(tmp_path / 'x.png'))
   # A run whose config asks for cuDNN is drawn on this CPU all the same, with the same prediction.
   cudnn_trained = str(tmp_path / 'cudnn_trained')
   shutil.copytree(workdir, cudnn_trained)

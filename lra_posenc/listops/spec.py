@@ -1,5 +1,5 @@
 """ListOps as the scripts (sweeps, length studies, benchmarks, the results summary) know it."""
-from lra_posenc.listops import length_scores, settings, train
+from lra_posenc.listops import attention_maps, length_scores, settings, train
 from lra_posenc.tasks import TaskSpec
 
 # The length study's set in length_scores.json (length_generalisation.length_set_key's form): 500 expressions
@@ -30,4 +30,4 @@ SPEC = TaskSpec('listops', 'lra_posenc.listops.train', train.create_task, train.
                 test_score_title='ListOps test accuracy', test_score_digits=3,
                 scores_by_length=length_scores.scores_by_length, draws_length_sets=True,
                 scores_by_depth=length_scores.scores_by_depth, summary_tables=SUMMARY_TABLES,
-                config_history=settings.CONFIG_HISTORY)
+                attention_maps=attention_maps.attention_maps, config_history=settings.CONFIG_HISTORY)
