@@ -5,8 +5,10 @@ import csv
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -117,8 +119,39 @@ def _flat_items(tree: dict, prefix: str = '') -> dict[str, object]:
   return items
 
 
-def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | None = None) -> int:
-  """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record."""
+class RunningTrainings:
+  """The training processes a sweep has running. A SIGTERM to the sweep (`forward_termination`) is passed to each
+  of them, which save a checkpoint and exit, and no further run starts; otherwise a sweep killed alone would leave
+  its trainings running, and the same command again would start a second trainer in their workdirs."""
+
+  def __init__(self):
+    self._processes: set[subprocess.Popen] = set()
+    self._lock = threading.Lock()
+    self.stopping = threading.Event()
+
+  def add(self, process: subprocess.Popen) -> None:
+    with self._lock:
+      self._processes.add(process)
+      if self.stopping.is_set():  # Started as the signal came: it stops too.
+        process.send_signal(signal.SIGTERM)
+
+  def discard(self, process: subprocess.Popen) -> None:
+    with self._lock:
+      self._processes.discard(process)
+
+  def forward_termination(self, signum: int, frame: object) -> None:
+    """A SIGTERM handler: every running training gets the signal; nothing new starts."""
+    del frame
+    with self._lock:
+      self.stopping.set()
+      for process in self._processes:
+        process.send_signal(signum)
+
+
+def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | None = None,
+                 running: RunningTrainings | None = None) -> int:
+  """Runs one training to the end, logging to train.log; adds its wall time to the workdir's record. With
+  `running`, the process is registered there while it runs (a signal to the sweep reaches it)."""
   os.makedirs(workdir, exist_ok=True)
   wall_time_path = os.path.join(workdir, WALL_TIME_FILE)
   record = read_json_if_present(wall_time_path) or {'seconds': 0.0, 'invocations': 0}
@@ -128,7 +161,12 @@ def run_training(command: Sequence[str], workdir: str, env: dict[str, str] | Non
     log.flush()
     # In a worker thread: Ctrl-C reaches the main thread, whose pool waits for this run; the run, in the same
     # process group, got it too and saves its checkpoint before it exits.
-    returncode = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env).wait()
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if running is not None:
+      running.add(process)
+    returncode = process.wait()
+    if running is not None:
+      running.discard(process)
   write_json(wall_time_path, {'seconds': record['seconds'] + time.perf_counter() - start,
                               'invocations': record['invocations'] + 1})
   return returncode
@@ -321,16 +359,21 @@ def tabulate(task: TaskSpec, variants: Sequence[Variant], seeds: Sequence[int], 
 def train_all(task: TaskSpec, config: str, output_dir: str, variants: Sequence[Variant], seeds: Sequence[int],
               settings: Sequence[tuple[str, str]] = (), jobs: int = 1) -> list[str]:
   """Trains every unfinished (variant, seed) run of `config` with the `settings` overrides, up to `jobs` at once;
-  returns the workdirs that failed."""
+  returns the workdirs that failed, or were stopped or never started because the sweep got a SIGTERM (which it
+  passes to its running trainings: they save and exit, and the same command later resumes them)."""
   env = dict(os.environ)
   if jobs > 1:
     env.setdefault('XLA_PYTHON_CLIENT_MEM_FRACTION', f'{0.9 / jobs:.3f}')
 
+  running = RunningTrainings()
+
   def train(variant: Variant, seed: int) -> str | None:
     workdir = run_dir(output_dir, variant, seed)
+    if running.stopping.is_set():
+      return workdir
     print(f'training {variant.spec} seed {seed} in {workdir}', flush=True)
     command = training_command(task, config, workdir, seed, list(settings) + list(variant.overrides))
-    if run_training(command, workdir, env):
+    if run_training(command, workdir, env, running):
       print(f'FAILED: {variant.spec} seed {seed}; see {os.path.join(workdir, TRAIN_LOG)}', flush=True)
       return workdir
     return None
@@ -338,5 +381,9 @@ def train_all(task: TaskSpec, config: str, output_dir: str, variants: Sequence[V
   # Seed-major: every variant has a first result before any has a second.
   pending = [(variant, seed) for seed in seeds for variant in variants
              if not os.path.exists(os.path.join(run_dir(output_dir, variant, seed), RESULTS_FILE))]
-  with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-    return [workdir for workdir in pool.map(lambda run_args: train(*run_args), pending) if workdir]
+  previous = signal.signal(signal.SIGTERM, running.forward_termination)
+  try:
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+      return [workdir for workdir in pool.map(lambda run_args: train(*run_args), pending) if workdir]
+  finally:
+    signal.signal(signal.SIGTERM, previous)

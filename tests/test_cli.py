@@ -111,6 +111,35 @@ def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0:
   assert stopped['status'] == 'stopped' and stopped['step'] >= 10
 
 
+@pytest.mark.slow
+def test_a_sweep_stopped_by_sigterm_stops_its_running_training_and_starts_no_other(tmp_path):
+  """The signal reaches the training the sweep runs, which saves and exits; the sweep starts no second seed and
+  exits naming both runs, and nothing of it is left running to meet a second sweep in the same workdirs."""
+  output_dir = tmp_path / 'sweep'
+  flags = ['--task=listops', '--config=configs/listops/lra.py:cpu', '--variants=none', '--seeds=0,1',
+           f'--output_dir={output_dir}', '--set=model.num_layers=1', '--set=data.generator.num_train_samples=512',
+           '--set=data.generator.num_valid_samples=32', '--set=data.generator.num_test_samples=32',
+           '--set=checkpoint.every_steps=10', '--set=evaluation.every_steps=10',
+           '--set=training.num_train_steps=100000']
+  env = os.environ | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'}
+  process = subprocess.Popen([sys.executable, os.path.join(ROOT, 'scripts', 'sweep.py'), *flags], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  first = output_dir / 'none' / 'seed_0'
+  try:
+    wait_for(first / 'checkpoints' / '10', process)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+  finally:
+    if process.poll() is None:
+      process.kill()
+  assert process.returncode == 1 and '2 run(s) failed' in stderr
+  assert 'SIGTERM received: saving a checkpoint' in (first / 'train.log').read_text()
+  assert 'training none seed 1' not in stdout and not (output_dir / 'none' / 'seed_1').exists()
+  trainings = [pid for pid in os.listdir('/proc') if pid.isdigit() and os.path.exists(f'/proc/{pid}/cmdline')
+               and str(first).encode() in open(f'/proc/{pid}/cmdline', 'rb').read()]
+  assert trainings == []
+
+
 def test_a_second_run_finds_its_compiled_step_in_the_persistent_cache(tmp_path):
   """The cache is where --compilation_cache_dir says, the second run of one setting compiles from it (faster),
   and each run reports its compile time in results.json; an empty flag writes no cache, not even where jax's
