@@ -16,6 +16,7 @@ tst2015, each as SPLIT.fr and SPLIT.en, line-aligned. A split whose two sides di
 segment that is not `<seg id="N">...</seg>`, is an error naming the file and line; nothing is written then.
 """
 import argparse
+import html
 import os
 import re
 import sys
@@ -34,14 +35,14 @@ def training_lines(text: str) -> list[str]:
 
 
 def segment_lines(text: str, where: str) -> list[str]:
-  """The sentences of an IWSLT XML file, one per `<seg id="N">` line, stripped."""
+  """The sentences of an IWSLT XML file, one per `<seg id="N">` line, XML character references resolved, stripped."""
   lines = []
   for number, line in enumerate(text.splitlines(), 1):
     if line.strip().startswith('<seg'):
       match = SEGMENT.match(line.strip())
       if not match:
         raise ValueError(f'{where}:{number}: a segment that is not <seg id="N">...</seg>: {line.strip()[:80]!r}')
-      lines.append(match.group(1).strip())
+      lines.append(html.unescape(match.group(1)).strip())  # XML: &amp; and the like, as the training text has them.
   return lines
 
 

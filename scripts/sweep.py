@@ -94,12 +94,10 @@ def main(argv: Sequence[str] | None = None) -> None:
       parser.error(str(error))
   failed = [] if args.tabulate_only else train_all(task, args.config, args.output_dir, variants, seeds,
                                                    args.settings, args.jobs)
-  try:
+  # Where every run failed or was stopped (a SIGTERM), there is nothing to tabulate: the failures are the report.
+  if len(failed) < len(variants) * len(seeds) or args.tabulate_only:
     tabulate(task, variants, seeds, args.output_dir, task.default_target if args.target is None else args.target,
              args.report_dir or args.output_dir)
-  except FileNotFoundError:  # No run finished: when some failed or were stopped, that is what to report.
-    if not failed:
-      raise
   if failed:
     sys.exit(f'{len(failed)} run(s) failed: {failed}')
 

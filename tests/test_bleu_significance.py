@@ -169,7 +169,7 @@ def test_randomization_test_and_the_command_line(toy_corpus, references, tmp_pat
   worse = write_run(tmp_path / 'worse', config, {'best': [drop_last_word(line) for line in references]})
   output = tmp_path / 'report.json'
   significance.main([exact, worse, f'--data_dir={toy_corpus}', '--test=randomization', '--samples=500',
-                          f'--output={output}'])
+                     f'--output={output}'])
   with open(output) as f:
     report = json.load(f)
   rows = report['splits']['test']['tokenized_bleu']['systems']

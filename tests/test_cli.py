@@ -135,9 +135,14 @@ def test_a_sweep_stopped_by_sigterm_stops_its_running_training_and_starts_no_oth
   assert process.returncode == 1 and '2 run(s) failed' in stderr
   assert 'SIGTERM received: saving a checkpoint' in (first / 'train.log').read_text()
   assert 'training none seed 1' not in stdout and not (output_dir / 'none' / 'seed_1').exists()
-  trainings = [pid for pid in os.listdir('/proc') if pid.isdigit() and os.path.exists(f'/proc/{pid}/cmdline')
-               and str(first).encode() in open(f'/proc/{pid}/cmdline', 'rb').read()]
-  assert trainings == []
+  def command_line(pid: str) -> bytes:
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        return f.read()
+    except OSError:  # Ended meanwhile.
+      return b''
+
+  assert [pid for pid in os.listdir('/proc') if pid.isdigit() and str(first).encode() in command_line(pid)] == []
 
 
 def test_a_second_run_finds_its_compiled_step_in_the_persistent_cache(tmp_path):

@@ -31,6 +31,7 @@ from lra_posenc.lm import settings as lm_settings
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.models.classifier import PLACEMENTS
 from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
+from lra_posenc.training.checkpointing import read_config
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
@@ -664,6 +665,17 @@ def test_every_committed_config_json_names_the_task_that_wrote_it():
   with pytest.raises(ValueError, match=r"neither task nor any of \['data.generator', 'data.tokenizer'\]: no task of "
                                        r"\['listops', 'lm', 'translation'\] wrote it"):
     task_of({'data': {'data_dir': 'x'}}, CONFIG_HISTORIES)
+  with pytest.raises(ValueError, match=r"a config with no task: no task of \['lm'\] wrote it"):
+    task_of({'data': {'text_file': 'x'}}, TASKS['lm'].config_history)
+
+
+def test_an_old_config_json_of_another_task_is_refused_naming_the_task_asked_for(tmp_path):
+  (tmp_path / 'config.json').write_text(json.dumps({'data': {'generator': {}}, 'optimizer': {}, 'model': {}}))
+  with pytest.raises(ValueError, match=(
+      r"is not a translation workdir: config.json: a config with neither task nor any of \['data.tokenizer'\]: no "
+      r"task of \['translation'\] wrote it; give a workdir of lra_posenc.translation.train")):
+    read_config(str(tmp_path), TASKS['translation'].config_history)
+  assert read_config(str(tmp_path), CONFIG_HISTORIES).task == 'listops'
 
 
 def test_randomized_positions_cover_every_input_position_and_set_the_encodings_reach():

@@ -31,7 +31,6 @@ from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import read_config, restore_best
 from lra_posenc.training.config_checks import upgrade_old_config
-from lra_posenc.translation.settings import CONFIG_HISTORY
 from lra_posenc.training.metric_writer import read_history
 from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
 from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
@@ -41,7 +40,7 @@ from lra_posenc.models import decoding as decode
 from lra_posenc.translation import bleu, input_pipeline, loss, train, translate
 from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID
-from lra_posenc.translation.settings import LossSettings, read_data, read_settings
+from lra_posenc.translation.settings import CONFIG_HISTORY, LossSettings, read_data, read_settings
 from lra_posenc.translation.translator import Translator, create_translator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -623,7 +622,8 @@ def test_the_iwslt2017_script_writes_aligned_splits_the_pipeline_reads_and_refus
     files = {'train.tags.fr-en.fr': '<url>http://www.ted.com/a</url>\n<talkid>1</talkid>\n  Bonjour.  \nMerci.\n',
              'train.tags.fr-en.en': '<url>http://www.ted.com/a</url>\n<talkid>1</talkid>\nHello.\nThanks.\n'}
     for split in ['dev2010'] + [f'tst{year}' for year in prepare_iwslt2017.TEST_YEARS]:
-      segments = {'fr': ['Un chat.', 'Deux'], 'en': ['A cat.', 'Two'][:dev_en_segments if split == 'dev2010' else 2]}
+      segments = {'fr': ['Un chat.', 'Deux &amp; trois'],
+                  'en': ['A cat.', 'Two &amp; three'][:dev_en_segments if split == 'dev2010' else 2]}
       for lang, lines in segments.items():
         files[f'IWSLT17.TED.{split}.fr-en.{lang}.xml'] = '<mteval>\n<doc docid="1">\n<title>T</title>\n' + ''.join(
             f'<seg id="{n}"> {line} </seg>\n' for n, line in enumerate(lines, 1)) + '</doc>\n</mteval>\n'
@@ -640,7 +640,7 @@ def test_the_iwslt2017_script_writes_aligned_splits_the_pipeline_reads_and_refus
   train_split = input_pipeline.read_split(str(tmp_path / 'out'), 'train', 'fr', 'en')
   dev = input_pipeline.read_split(str(tmp_path / 'out'), 'dev2010', 'fr', 'en')
   assert list(zip(train_split.sources, train_split.targets)) == [('Bonjour.', 'Hello.'), ('Merci.', 'Thanks.')]
-  assert list(zip(dev.sources, dev.targets)) == [('Un chat.', 'A cat.'), ('Deux', 'Two')]
+  assert list(zip(dev.sources, dev.targets)) == [('Un chat.', 'A cat.'), ('Deux & trois', 'Two & three')]
   with pytest.raises(ValueError, match=r'b\.tgz: dev2010 has 2 fr lines and 1 en lines'):
     prepare_iwslt2017.read_splits(archive(tmp_path / 'b.tgz', 1), 'fr', 'en')
   with pytest.raises(ValueError, match=r'no train\.tags\.de-en\.de; not the WIT3 archive of de-en'):

@@ -306,14 +306,14 @@ def read_config(workdir: str, histories: Mapping[str, ConfigHistory]) -> ml_coll
   if not os.path.exists(config_path):
     raise FileNotFoundError(f'{config_path}: not a training workdir (no {CONFIG_FILE})')
   saved = read_json(config_path)
+  wanted = f'{" or ".join(sorted(histories))} workdir'
+  give = 'give a workdir of ' + ' or '.join(f'lra_posenc.{name}.train' for name in sorted(histories))
   try:
     task = task_of(saved, histories)
-  except ValueError as error:
-    raise ValueError(f'{config_path}: {error}') from None
+  except ValueError as error:  # An old config.json without `task`, of a task not in `histories`.
+    raise ValueError(f'{workdir} is not a {wanted}: {CONFIG_FILE}: {error}; {give}') from None
   if task not in histories:
-    raise ValueError(f'{workdir} is not a {" or ".join(sorted(histories))} workdir: its {CONFIG_FILE} has task '
-                     f'{task!r}; give a workdir of '
-                     + ' or '.join(f'lra_posenc.{name}.train' for name in sorted(histories)))
+    raise ValueError(f'{workdir} is not a {wanted}: its {CONFIG_FILE} has task {task!r}; {give}')
   config = ml_collections.ConfigDict(upgrade_old_config(saved, histories))
   if config.get('model', {}).get('attention_implementation') == 'cudnn':
     config.model.attention_implementation = 'auto'

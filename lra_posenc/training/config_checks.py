@@ -53,8 +53,8 @@ def task_of(config: Mapping, histories: Mapping[str, ConfigHistory]) -> str:
   for task, key in keys.items():
     if key in config['data']:
       return task
-  raise ValueError(f'a config with neither task nor any of {[f"data.{key}" for key in keys.values()]}: no task of '
-                   f'{sorted(histories)} wrote it')
+  marks = f'neither task nor any of {[f"data.{key}" for key in keys.values()]}' if keys else 'no task'
+  raise ValueError(f'a config with {marks}: no task of {sorted(histories)} wrote it')
 
 
 def upgrade_old_config(config: dict, histories: Mapping[str, ConfigHistory]) -> dict:
