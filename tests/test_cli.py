@@ -89,23 +89,35 @@ def test_translate_with_a_workdir_of_another_task_or_none_says_so_in_one_line(tm
       f'error: {tmp_path / "nothing"}/config.json: not a training workdir (no config.json)')
 
 
-@pytest.mark.slow
-def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0: test_gpu_campaign's runs.
-  workdir = tmp_path / 'run'
-  small = ['--config=configs/listops/lra.py:cpu', f'--workdir={workdir}', '--config.model.num_layers=1',
-           '--config.data.generator.num_train_samples=512', '--config.data.generator.num_valid_samples=32',
-           '--config.data.generator.num_test_samples=32', '--config.checkpoint.every_steps=10',
-           '--config.evaluation.every_steps=10']
+# A small ListOps run that would train for long, checkpointing every 10 steps: one to stop with a signal. Overrides
+# as training's --config.KEY=VALUE, which sweep.py accepts too.
+LONG_SMALL_RUN = [f'--config.{setting}' for setting in (
+    'model.num_layers=1', 'data.generator.num_train_samples=512', 'data.generator.num_valid_samples=32',
+    'data.generator.num_test_samples=32', 'checkpoint.every_steps=10', 'evaluation.every_steps=10',
+    'training.num_train_steps=100000')]
+
+
+def stopped_by_sigterm(command: list[str], checkpoint: str) -> tuple[subprocess.Popen, str, str]:
+  """Starts `command`, sends it SIGTERM once `checkpoint` (a directory) exists, and waits for it to end: the process,
+  its stdout and stderr."""
   env = os.environ | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'}
-  process = subprocess.Popen(TRAIN + small + ['--config.training.num_train_steps=100000'], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
-    wait_for(workdir / 'checkpoints' / '10', process)
+    wait_for(checkpoint, process)
     process.send_signal(signal.SIGTERM)
-    stdout, _ = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=120)
   finally:
     if process.poll() is None:
       process.kill()
+  return process, stdout, stderr
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_exits_75(tmp_path):  # A finished one exits 0: test_gpu_campaign's runs.
+  workdir = tmp_path / 'run'
+  process, stdout, _ = stopped_by_sigterm(
+      TRAIN + ['--config=configs/listops/lra.py:cpu', f'--workdir={workdir}', *LONG_SMALL_RUN],
+      workdir / 'checkpoints' / '10')
   assert process.returncode == 75
   stopped = json.loads(stdout)
   assert stopped['status'] == 'stopped' and stopped['step'] >= 10
@@ -116,25 +128,16 @@ def test_a_sweep_stopped_by_sigterm_stops_its_running_training_and_starts_no_oth
   """The signal reaches the training the sweep runs, which saves and exits; the sweep starts no second seed and
   exits naming both runs, and nothing of it is left running to meet a second sweep in the same workdirs."""
   output_dir = tmp_path / 'sweep'
-  flags = ['--task=listops', '--config=configs/listops/lra.py:cpu', '--variants=none', '--seeds=0,1',
-           f'--output_dir={output_dir}', '--set=model.num_layers=1', '--set=data.generator.num_train_samples=512',
-           '--set=data.generator.num_valid_samples=32', '--set=data.generator.num_test_samples=32',
-           '--set=checkpoint.every_steps=10', '--set=evaluation.every_steps=10',
-           '--set=training.num_train_steps=100000']
-  env = os.environ | {'PYTHONPATH': ROOT, 'JAX_PLATFORMS': 'cpu'}
-  process = subprocess.Popen([sys.executable, os.path.join(ROOT, 'scripts', 'sweep.py'), *flags], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   first = output_dir / 'none' / 'seed_0'
-  try:
-    wait_for(first / 'checkpoints' / '10', process)
-    process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=120)
-  finally:
-    if process.poll() is None:
-      process.kill()
+  process, stdout, stderr = stopped_by_sigterm(
+      [sys.executable, os.path.join(ROOT, 'scripts', 'sweep.py'), '--task=listops',
+       '--config=configs/listops/lra.py:cpu', '--variants=none', '--seeds=0,1', f'--output_dir={output_dir}',
+       *LONG_SMALL_RUN],
+      first / 'checkpoints' / '10')
   assert process.returncode == 1 and '2 run(s) failed' in stderr
   assert 'SIGTERM received: saving a checkpoint' in (first / 'train.log').read_text()
   assert 'training none seed 1' not in stdout and not (output_dir / 'none' / 'seed_1').exists()
+
   def command_line(pid: str) -> bytes:
     try:
       with open(f'/proc/{pid}/cmdline', 'rb') as f:
