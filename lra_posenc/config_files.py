@@ -1,8 +1,11 @@
 """A config file read as `--config=PATH:ARG` reads it, for tools that take one without the flag."""
 import importlib.util
 import os
+from collections.abc import Sequence
 
 import ml_collections
+from absl import flags as absl_flags
+from ml_collections import config_flags
 
 
 def load_config(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
@@ -13,3 +16,14 @@ def load_config(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config(arg) if arg is not None else module.get_config()
+
+
+def config_of_flags(flags: Sequence[str]) -> ml_collections.ConfigDict:
+  """The config a trainer given `flags` reads: its `--config=PATH[:ARG]` with the `--config.KEY=VALUE` overrides
+  among `flags`, parsed by ml_collections' config flags as the trainer's own are (a key the config lacks raises);
+  other flags are ignored."""
+  argv = ['config_of_flags', *(flag for flag in flags if flag.startswith(('--config=', '--config.')))]
+  values = absl_flags.FlagValues()
+  config_flags.DEFINE_config_file('config', flag_values=values, sys_argv=argv)
+  values(argv)
+  return values.config

@@ -74,6 +74,9 @@ class TaskSpec:
     paired_test: the paired test of the summary tables' `statistics` (checkpoint, split, score), or None.
     attention_maps: (workdir, an input as text, path) -> draws the run's attention weights for the input into
       path and returns what it drew (ListOps: an expression, its label and the prediction); or None.
+    generated_data: (config, folder) -> the command (after the Python executable) that writes the data `config`
+      generates into `folder`, keeping a set already there from the same settings, for tasks that generate
+      their data (ListOps); or None. A GPU campaign generates such data once for the runs that share it.
     config_history: how its older config.json files read today, as {name: ConfigHistory} (the task's settings'
       CONFIG_HISTORY); `CONFIG_HISTORIES` holds every task's, for reading a run of any task.
   """
@@ -99,6 +102,7 @@ class TaskSpec:
   summary_tables: tuple[dict, ...] = ()
   paired_test: PairedTest | None = None
   attention_maps: Callable[[str, str, str], dict] | None = None
+  generated_data: Callable[[ml_collections.ConfigDict, str], list[str]] | None = None
   config_history: Mapping[str, ConfigHistory] = dataclasses.field(default_factory=dict)
 
 

@@ -5,32 +5,32 @@ On a lent GPU (docs/gpu.md), inside one 10-minute command:
     python scripts/gpu_campaign.py --out=$OUT --work=/tmp/campaign --budget_seconds=540 \\
         --data=.gpu_data --peer_models=.gpu_data/wmt_models.py
 In order, each step capped so that the whole fits --budget_seconds:
-  1. --benchmarks, each in a process of its own (scripts/benchmark.py, scripts/side_by_side_wmt.py, the
-     cuDNN attention tests): steps/s, MFU, compile time, memory and attention path, with 20 more steps
-     traced by jax.profiler for the step profiles ('lra': LRA ListOps in its `fused` variant; 'tiny':
-     the Multi30k `:tiny` step; 'base': the base translation step; 'side_by_side': ours against Flax's
-     examples/wmt at the base shapes, bfloat16; 'attention': tests/test_attention.py's cuDNN tests).
-     Meanwhile the LRA ListOps data is generated on one CPU core.
+  1. --benchmarks (configs/gpu_benchmarks.py), each in a process of its own (scripts/benchmark.py,
+     scripts/side_by_side_wmt.py, the cuDNN attention tests): steps/s, MFU, compile time, memory and attention
+     path, with 20 more steps traced by jax.profiler for the step profiles. Meanwhile the data that planned runs
+     generate (a task's `TaskSpec.generated_data`: LRA's ListOps) is written, one process per distinct set.
   2. The runs of --plan (configs/gpu_campaign.txt), in its order, --parallel at a time. A run's NAME is the
      folder its files are committed to under results/ (STUDY/runs/VARIANT/seed_S), and a run committed there
      is not run again. Each line names its own data in its flags: {data} stands for --data (the folder of the
-     data sets: multi30k/, tinyshakespeare/), {listops_data} for the ListOps generated in step 1, which a run
-     naming it waits for. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75), so
-     its metrics.jsonl comes back all the same. The window's own files go to results/gpu_windows/.
-A second command on the same (still warm) machine with the same --work goes on where the first stopped: the
-ListOps data is kept (its generator.json matches), a benchmark or run that ended there is reported, not run
-again, and a run stopped at the deadline resumes from its checkpoint. Generating LRA's ListOps takes about 280 s on the
-H100 machine's CPU (2026-11-28), so the first ListOps run waits for it unless the benchmarks fill that time.
+     data sets: multi30k/, tinyshakespeare/), {generated_data} for the set its own config generates in step 1,
+     which the run waits for. A run still going at the deadline gets SIGTERM (the trainer saves and exits 75),
+     so its metrics.jsonl comes back all the same. The window's own files go to results/gpu_windows/.
+A second command on the same (still warm) machine with the same --work goes on where the first stopped: generated
+data is kept (the generator keeps a set from the same settings), a benchmark or run that ended there is reported,
+not run again, and a run stopped at the deadline resumes from its checkpoint. Generating LRA's ListOps takes about
+280 s on the H100 machine's CPU (2026-11-28), so the first ListOps run waits for it unless the benchmarks fill that
+time.
 What comes back fits the device tool's limit (8 files, 16 MiB each): OUT/summary.json, OUT/summary.md,
 OUT/runs.tar.gz (each run's results.json, metrics.jsonl, config.json and train.log), OUT/benchmarks.tar.gz
 (figures and logs) and OUT/traces_BENCHMARK.tar.gz, all rewritten after every step, so that a command killed at its
 limit still returns what had finished. It exits 1, naming them, if a benchmark or run failed or timed out. With
---tiny the same runs at CPU sizes in a minute or two: the test suite runs it, so the campaign cannot rot before a
-GPU is at hand.
+--tiny the benchmarks run at CPU sizes (configs/gpu_benchmarks.py:tiny) in a minute or two: the test suite runs it
+so, with a plan of tiny runs, so that the campaign cannot rot before a GPU is at hand.
 """
 import argparse
 import dataclasses
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -44,7 +44,7 @@ import tarfile
 import time
 from collections.abc import Sequence
 
-from lra_posenc.config_files import load_config
+from lra_posenc.config_files import config_of_flags, load_config
 from lra_posenc.data.files import DataError, written_whole
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
@@ -52,50 +52,26 @@ from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')
+BENCHMARKS = os.path.join(ROOT, 'configs', 'gpu_benchmarks.py')
 COMMITTED = os.path.join(ROOT, 'results')
 RUN_FILES = (RESULTS_FILE, HISTORY_FILE, CONFIG_FILE, TRAIN_LOG)
 ENVIRONMENT_SETTING = re.compile(r'[A-Z][A-Z0-9_]*=.*')  # A plan line's VARIABLE=VALUE, before its flags.
 MAX_FILE_BYTES = 16 * 2**20  # The device tool returns no larger file.
-BENCHMARK = [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--eval=false', '--decode=false']
-# The tiny mode's model and timing: CPU sizes, compiled in seconds.
-TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--config.model.qkv_dim=32',
-              '--config.model.mlp_dim=64', '--config.training.batch_size=8']
-TIMING = {False: ['--windows=3', '--steps_per_window=20'], True: ['--windows=1', '--steps_per_window=2',
-                                                                  '--trace_steps=2']}
-SIDE_BY_SIDE_SECONDS = 240  # At the base shapes on the H100 it printed nothing within 130 s (2026-11-28).
 
 
-def benchmarks(tiny: bool, peer_models: str) -> dict[str, tuple[list[str], float]]:
-  """The commands of the benchmark step, by name, with the seconds each may take."""
-  if tiny:
-    listops = ['--task=listops', '--config=configs/listops/lra.py:cpu', *TINY_MODEL, '--encodings=none,alibi']
-    tiny_step = ['--task=translation', '--config=configs/translation/multi30k.py:sweep', *TINY_MODEL,
-                 '--config.data.tokenizer.vocab_size=256', '--config.data.max_length=16', '--encodings=rope']
-    base = tiny_step
-    shapes = ['--layers=1', '--dim=32', '--heads=2', '--mlp=64', '--batch=8', '--length=16', '--vocab=256',
-              '--windows=2', '--steps=2']
-  else:
-    listops = ['--task=listops', '--config=configs/listops/lra.py:fused', '--encodings=none']
-    # The :tiny step as trained: 4096 tokens a step (its batches are token budgets; the benchmark's are rows).
-    tiny_step = ['--task=translation', '--config=configs/translation/multi30k.py:tiny', '--encodings=sinusoidal',
-                 '--config.training.max_tokens=0', '--config.training.batch_size=128', '--config.data.max_length=32']
-    base = ['--task=translation', '--config=configs/translation/multi30k.py', '--config.model.dtype=bfloat16',
-            '--config.model.attention_dropout_rate=0.0', '--encodings=none']
-    shapes = ['--layers=6', '--dim=512', '--heads=8', '--mlp=2048', '--batch=128', '--length=64', '--vocab=8000']
-  tests = ['-k', 'oracle and (t5 or rope)'] if tiny else ['-k', 'cudnn']
-  return {
-      'lra': ([*BENCHMARK, *listops, *TIMING[tiny]], 60 if tiny else 150),
-      'tiny': ([*BENCHMARK, *tiny_step, *TIMING[tiny]], 60 if tiny else 150),  # 60 s was short on the H100.
-      'base': ([*BENCHMARK, *base, *TIMING[tiny]], 60 if tiny else 90),
-      'side_by_side': ([sys.executable, os.path.join(ROOT, 'scripts', 'side_by_side_wmt.py'),
-                        f'--peer_models={peer_models}', '--dtype=bfloat16', *shapes], 120 if tiny else SIDE_BY_SIDE_SECONDS),
-      'attention': ([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests/test_attention.py',
-                     '-m', 'not slow', *tests], 120),
-  }
+def benchmarks(tiny: bool, peer_models: str, figures: str, traces: str) -> dict[str, tuple[list[str], float]]:
+  """configs/gpu_benchmarks.py's commands by name, filled in, with the seconds each may take; `figures` and
+  `traces` hold {name}, which becomes the benchmark's."""
+  return {name: ([sys.executable, *(word.replace('{peer_models}', peer_models)
+                                   .replace('{figures}', figures.format(name=name))
+                                   .replace('{traces}', traces.format(name=name)) for word in benchmark['command'])],
+                 benchmark['seconds'])
+          for name, benchmark in load_config(BENCHMARKS, 'tiny' if tiny else None).items()}
 
 
-# What a plan's flags may name, replaced when a run starts: the --data folder, and the ListOps the campaign generates.
-DATA, LISTOPS_DATA = '{data}', '{listops_data}'
+# What a plan's flags may name, replaced when a run starts: the --data folder, and the data set the run's own
+# config generates (its task's `TaskSpec.generated_data`), which the campaign writes.
+DATA, GENERATED_DATA = '{data}', '{generated_data}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,17 +84,17 @@ class PlannedRun:
 
   @property
   def needs_generated_data(self) -> bool:
-    return any(LISTOPS_DATA in flag for flag in self.flags)
+    return any(GENERATED_DATA in flag for flag in self.flags)
 
-  def command_flags(self, data: str, listops_data: str) -> list[str]:
-    return [flag.replace(DATA, data).replace(LISTOPS_DATA, listops_data) for flag in self.flags]
+  def command_flags(self, data: str, generated_data: str) -> list[str]:
+    return [flag.replace(DATA, data).replace(GENERATED_DATA, generated_data) for flag in self.flags]
 
 
 def read_plan(path: str) -> list[PlannedRun]:
   """The plan's runs, in its order: `NAME TASK [VARIABLE=VALUE...] FLAGS...` per line, NAME a relative folder
   (where the run is committed), the settings before the flags going into the run's environment
-  (`JAX_DEFAULT_MATMUL_PRECISION=highest`), the flags naming their data with {data} or {listops_data}; '#' starts
-  a comment."""
+  (`JAX_DEFAULT_MATMUL_PRECISION=highest`), the flags naming their data with {data} or, for a task that generates
+  its data, {generated_data}; '#' starts a comment."""
   runs, names = [], set()
   with open(path) as f:
     for number, line in enumerate(f, start=1):
@@ -135,8 +111,11 @@ def read_plan(path: str) -> list[PlannedRun]:
       if name in names:
         raise DataError(path, number, f'run {name!r} is planned twice')
       flags = words[2 + len(settings):]
-      if unknown := sorted({field for flag in flags for field in re.findall(r'\{[^}]*\}', flag)} - {DATA, LISTOPS_DATA}):
-        raise DataError(path, number, f'{", ".join(unknown)}: a flag may name only {DATA} and {LISTOPS_DATA}')
+      if unknown := sorted({field for flag in flags for field in re.findall(r'\{[^}]*\}', flag)} - {DATA, GENERATED_DATA}):
+        raise DataError(path, number, f'{", ".join(unknown)}: a flag may name only {DATA} and {GENERATED_DATA}')
+      if any(GENERATED_DATA in flag for flag in flags) and TASKS[words[1]].generated_data is None:
+        raise DataError(path, number, f'{GENERATED_DATA}: task {words[1]!r} generates no data; name its files '
+                                      f'with {DATA}')
       names.add(name)
       runs.append(PlannedRun(name, words[1], tuple(flags),
                              tuple(tuple(setting.split('=', 1)) for setting in settings)))
@@ -210,7 +189,8 @@ def run_command(name: str, command: list[str], timeout: float, log_path: str) ->
 def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_models: str) -> None:
   """Runs each benchmark of `names` in turn; one that ended in an earlier command in this work folder, however
   it ended, is reported again, not run: a second command's time goes to the runs."""
-  commands = benchmarks(tiny, peer_models)
+  figures = os.path.join(campaign.work, 'benchmarks', '{name}.json')
+  commands = benchmarks(tiny, peer_models, figures, os.path.join(campaign.work, 'traces', '{name}'))
   for name in names:
     command, allowed = commands[name]
     figures = os.path.join(campaign.work, 'benchmarks', f'{name}.json')
@@ -219,10 +199,6 @@ def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_mo
       campaign.summary['benchmarks'][name] = earlier | {'status': f'{earlier["status"]}, in an earlier command'}
       print(f'[{name}] {earlier["status"]} in an earlier command', flush=True)
       continue
-    if name in ('lra', 'tiny', 'base'):
-      command = [*command, f'--out={figures}', f'--trace_dir={os.path.join(campaign.work, "traces", name)}']
-    elif name == 'side_by_side':
-      command = [*command, f'--output={figures}']
     step = run_command(name, command, min(allowed, campaign.seconds_left()),
                        os.path.join(campaign.work, 'logs', f'{name}.log'))
     if step['status'] == 'ok' and os.path.exists(figures):
@@ -245,26 +221,35 @@ def benchmark_figures(measured: dict) -> dict:
           for name, run in measured['encodings'].items()}
 
 
-def generate_listops(data_dir: str, tiny: bool) -> subprocess.Popen:
-  """Starts writing the ListOps set every planned ListOps run reads: LRA's own (the config's generator), or
-  a small one; a set already there from these arguments is kept. In a process of its own, on one CPU core,
-  without jax."""
-  generator = load_config(os.path.join(ROOT, 'configs', 'listops', 'lra.py'), 'cpu' if tiny else 'fused').data.generator
-  if tiny:
-    generator.update(num_train_samples=640, num_valid_samples=64, num_test_samples=64)
-  command = [sys.executable, '-m', 'lra_posenc.data.listops', f'--output_dir={data_dir}',
-             *(f'--{key}={value}' for key, value in generator.items())]
-  print(f'[listops data] {shlex.join(command)}', flush=True)
-  os.makedirs(data_dir, exist_ok=True)
-  with open(os.path.join(data_dir, 'generate.log'), 'w') as log:
-    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+def data_sets(plan: Sequence[PlannedRun], work: str) -> dict[str, tuple[str, list[str]]]:
+  """For each run of `plan` naming {generated_data}: the folder its config's data is written to and the command
+  that writes it. Runs whose configs generate the same set share one folder, named by the command, so that a
+  second campaign command in `work` finds it again."""
+  sets = {}
+  for run in plan:
+    if run.needs_generated_data:
+      flags = [re.sub(r'^--config=(?!/)', f'--config={ROOT}/', flag) for flag in run.command_flags('', '')]
+      recipe = TASKS[run.task].generated_data(config_of_flags(flags), GENERATED_DATA)
+      key = hashlib.sha256(json.dumps([run.task, recipe]).encode()).hexdigest()[:12]
+      folder = os.path.join(work, 'generated_data', f'{run.task}_{key}')
+      sets[run.name] = (folder, [sys.executable, *(word.replace(GENERATED_DATA, folder) for word in recipe)])
+  return sets
 
 
-def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, generating: subprocess.Popen, *,
-             committed: str, data: str, parallel: int, least_seconds: float, grace_seconds: float) -> None:
-  """Starts the plan's runs in order while --least_seconds remain, at most `parallel` at once; stops them all
-  (SIGTERM, then SIGKILL after `grace_seconds`) `grace_seconds` before the deadline. A run that finished in an
-  earlier command in this work folder is reported again, not run."""
+def generate_data(sets: dict[str, tuple[str, list[str]]]) -> dict[str, subprocess.Popen]:
+  """Starts writing each distinct set of `data_sets`, one process each (on one CPU core, without jax); by folder."""
+  writing = {}
+  for folder, command in dict(sets.values()).items():
+    print(f'[generated data] {shlex.join(command)}', flush=True)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, 'generate.log'), 'w') as log:
+      writing[folder] = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+  return writing
+
+
+def pending_runs(campaign: Campaign, plan: Sequence[PlannedRun], committed: str) -> list[PlannedRun]:
+  """The runs of `plan` not committed under `committed` and not finished in an earlier command in this work
+  folder (reported again in the summary)."""
   pending = [run for run in plan if not os.path.exists(os.path.join(committed, run.name, RESULTS_FILE))]
   campaign.summary['skipped_as_committed'] = [run.name for run in plan if run not in pending]
   for run in list(pending):
@@ -273,21 +258,31 @@ def run_plan(campaign: Campaign, plan: Sequence[PlannedRun], listops_data: str, 
       pending.remove(run)
       campaign.summary['runs'][run.name] = {'status': 'finished in an earlier command', 'beside': '-'} | run_figures(
           workdir)
+  return pending
+
+
+def run_plan(campaign: Campaign, pending: list[PlannedRun], sets: dict[str, tuple[str, list[str]]],
+             writing: dict[str, subprocess.Popen], *, data: str, parallel: int, least_seconds: float,
+             grace_seconds: float) -> None:
+  """Starts the `pending` runs in order while --least_seconds remain, at most `parallel` at once, each naming
+  generated data once its set (`sets`, being written by `writing`) is written; stops them all (SIGTERM, then
+  SIGKILL after `grace_seconds`) `grace_seconds` before the deadline."""
   running: dict[str, tuple[subprocess.Popen, float]] = {}
   signalled: set[str] = set()
   env = os.environ | {'XLA_PYTHON_CLIENT_MEM_FRACTION': f'{0.9 / parallel:.2f}', 'PYTHONUNBUFFERED': '1'}
   try:
     while pending or running:
-      # A ListOps run waits for its data without blocking this loop, which signals and kills at the deadline.
-      ready = bool(pending) and (not pending[0].needs_generated_data or generating.poll() is not None)
+      # A run waits for its generated data without blocking this loop, which signals and kills at the deadline.
+      folder = sets[pending[0].name][0] if pending and pending[0].needs_generated_data else None
+      ready = bool(pending) and (folder is None or writing[folder].poll() is not None)
       if ready and len(running) < parallel and campaign.seconds_left() >= least_seconds:
         run = pending.pop(0)
-        if run.needs_generated_data and generating.returncode != 0:
-          raise RuntimeError(f'generating ListOps into {listops_data} failed; see its generate.log')
+        if folder is not None and writing[folder].returncode != 0:
+          raise RuntimeError(f'generating the data of {run.name} into {folder} failed; see its generate.log')
         workdir = os.path.join(campaign.work, 'runs', run.name)
         os.makedirs(workdir, exist_ok=True)
         command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}',
-                   *run.command_flags(data, listops_data),
+                   *run.command_flags(data, folder or ''),
                    f'--compilation_cache_dir={os.path.join(campaign.work, "compilation_cache")}']
         print(f'[{run.name}] {shlex.join(command)}', flush=True)
         with open(os.path.join(workdir, TRAIN_LOG), 'a') as log:  # A resumed run's log goes on.
@@ -409,7 +404,7 @@ def main() -> None:
   parser.add_argument('--work', default='', help='Work folder (runs, data, traces); default OUT/../campaign_work.')
   parser.add_argument('--budget_seconds', type=float, default=540, help='Everything ends by then.')
   parser.add_argument('--benchmarks', default='lra,tiny,side_by_side,attention',
-                      help='Comma-separated, in order, of lra, tiny, base, side_by_side, attention; empty: none.')
+                      help=f'Comma-separated, in order, names in {BENCHMARKS}; empty: none.')
   parser.add_argument('--plan', default=PLAN, help='The runs, one per line: NAME TASK [VARIABLE=VALUE...] FLAGS...')
   parser.add_argument('--committed', default=COMMITTED, help='Runs with NAME/results.json here are not run again.')
   parser.add_argument('--parallel', type=int, default=1,
@@ -420,11 +415,12 @@ def main() -> None:
   parser.add_argument('--data', default=os.path.join(ROOT, '..', 'shared', 'data'),
                       help='The data sets (multi30k/, tinyshakespeare/): what {data} in the plan stands for.')
   parser.add_argument('--peer_models', default='/tmp/wmt_models.py', help="Flax's examples/wmt/models.py.")
-  parser.add_argument('--tiny', action='store_true', help='CPU sizes: what the test suite runs.')
+  parser.add_argument('--tiny', action='store_true', help='Benchmarks at CPU sizes: what the test suite runs.')
   args = parser.parse_args()
   names = [n for n in args.benchmarks.split(',') if n]
-  if unknown := sorted(set(names) - set(benchmarks(args.tiny, args.peer_models))):
-    parser.error(f'--benchmarks: {", ".join(unknown)} not among lra, tiny, base, side_by_side, attention')
+  known = benchmarks(args.tiny, args.peer_models, '', '')
+  if unknown := sorted(set(names) - set(known)):
+    parser.error(f'--benchmarks: {", ".join(unknown)} not among {", ".join(known)} ({BENCHMARKS})')
   try:
     plan = read_plan(args.plan)
   except DataError as error:
@@ -434,15 +430,16 @@ def main() -> None:
                                                            'campaign_work'), args.budget_seconds)
   campaign.summary |= devices()
   print(json.dumps({k: campaign.summary[k] for k in ('jax', 'backend', 'devices')}), flush=True)
-  listops_data = os.path.join(campaign.work, 'listops_data')
-  generating = generate_listops(listops_data, args.tiny)
+  pending = pending_runs(campaign, plan, args.committed)
+  sets = data_sets(pending, campaign.work)
+  writing = generate_data(sets)
   try:
     run_benchmarks(campaign, names, args.tiny, args.peer_models)
-    run_plan(campaign, plan, listops_data, generating, committed=args.committed,
-             data=os.path.abspath(args.data),
-             parallel=args.parallel, least_seconds=args.least_seconds, grace_seconds=args.grace_seconds)
+    run_plan(campaign, pending, sets, writing, data=os.path.abspath(args.data), parallel=args.parallel,
+             least_seconds=args.least_seconds, grace_seconds=args.grace_seconds)
   finally:
-    generating.kill()
+    for process in writing.values():
+      process.kill()
     campaign.pack()
   print(markdown(campaign.summary), flush=True)
   if failed := failures(campaign.summary):

@@ -8,12 +8,16 @@ import tarfile
 
 import pytest
 
+from lra_posenc.config_files import config_of_flags, load_config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAMPAIGN = [sys.executable, os.path.join(ROOT, 'scripts', 'gpu_campaign.py')]
 FINISHING = 'study/runs/none/seed_0'
 TINY_RUN = ('listops --config=configs/listops/lra.py:cpu --config.model.num_layers=1 --config.model.emb_dim=32 '
             '--config.model.qkv_dim=32 --config.model.mlp_dim=64 --config.training.log_every_steps=2 '
-            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4 --config.data.data_dir={listops_data}')
+            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4 --config.data.data_dir={generated_data} '
+            '--config.data.generator.num_train_samples=640 --config.data.generator.num_valid_samples=64 '
+            '--config.data.generator.num_test_samples=64')
 
 
 @pytest.mark.slow
@@ -64,7 +68,9 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=lra', '--budget_seconds=45'],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-  assert 'kept the matching' in (tmp_path / 'work' / 'listops_data' / 'generate.log').read_text()
+  # One set, shared by the three runs whose configs generate the same data, written once and kept.
+  (generated,) = (tmp_path / 'work' / 'generated_data').iterdir()
+  assert 'kept the matching' in (generated / 'generate.log').read_text()
   summary = json.loads((again / 'summary.json').read_text())
   assert summary['benchmarks']['lra'] == lra | {'status': 'ok, in an earlier command'}
   runs = summary['runs']
@@ -104,7 +110,8 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
     ('../elsewhere listops --config=x', 'a relative folder such as STUDY/runs/VARIANT/seed_S'),
     ('/abs/path listops --config=x', 'a relative folder'),
     ('study/runs/x/seed_0 listops PRECISION=highest', 'expected NAME TASK [VARIABLE=VALUE...] FLAGS...'),
-    ('study/runs/x/seed_0 lm --config.data.text_file={dat}/a.txt', '{dat}: a flag may name only {data} and {listops_data}'),
+    ('study/runs/x/seed_0 lm --config.data.text_file={dat}/a.txt', '{dat}: a flag may name only {data} and {generated_data}'),
+    ('study/runs/x/seed_0 lm --config.data.text_file={generated_data}/a.txt', "task 'lm' generates no data"),
 ])
 def test_a_plan_line_names_a_folder_under_results_and_has_flags(tmp_path, line, error):
   import gpu_campaign  # noqa: PLC0415
@@ -125,5 +132,24 @@ def test_the_committed_plan_reads_and_names_each_run_once():
                   if flag.split('=', 1)[0] in ('--config.data.data_dir', '--config.data.text_file')]
     assert path_flags and all(flag.split('=', 1)[1].startswith(('/d/', '/gen')) for flag in path_flags), run.name
     assert run.needs_generated_data == (run.task == 'listops'), run.name
+  # The LRA runs share one generated set: the one their config's generator describes, in the folder's name.
+  sets = gpu_campaign.data_sets(plan, '/work')
+  assert set(sets) == {run.name for run in plan if run.needs_generated_data}
+  ((folder, command),) = set((folder, tuple(command)) for folder, command in sets.values())
+  generator = load_config(os.path.join(ROOT, 'configs', 'listops', 'lra.py'), 'fused').data.generator
+  assert folder.startswith('/work/generated_data/listops_') and f'--output_dir={folder}' in command
+  assert {f'--{key}={value}' for key, value in generator.items()} <= set(command)
   learned = next(run for run in plan if run.name == 'lm_shakespeare_char/runs/learned/seed_0')
   assert '--config.data.text_file=/d/tinyshakespeare/input.txt' in learned.command_flags('/d', '/gen')
+
+
+def test_a_plan_lines_config_is_the_config_file_with_its_overrides_and_refuses_an_unknown_key():
+  """What the campaign reads of a run's flags (for the data it generates) is what its trainer's flags give."""
+  path = os.path.join(ROOT, 'configs', 'listops', 'lra.py')
+  flags = [f'--config={path}:cpu', '--config.data.generator.num_train_samples=640', '--config.model.pos_encoding=alibi',
+           '--workdir=/not/a/config/flag']
+  expected = load_config(path, 'cpu')
+  expected.data.generator.num_train_samples, expected.model.pos_encoding = 640, 'alibi'
+  assert config_of_flags(flags).to_dict() == expected.to_dict()
+  with pytest.raises(AttributeError, match='no_such_key'):
+    config_of_flags([f'--config={path}:cpu', '--config.model.no_such_key=1'])

@@ -2,6 +2,7 @@
 import ast
 import importlib
 import os
+import re
 
 from lra_posenc.tasks import TASKS
 
@@ -101,8 +102,8 @@ def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path
 
 
 def named_tasks(path: str) -> set[str]:
-  """The tasks a source file names in code: a string that is a task's name (a comparison, a dict key) or one of
-  its modules, or an import of its folder. Docstrings are prose and do not count."""
+  """The tasks a source file names in code: a string that is a task's name (a comparison, a dict key), one of
+  its modules, or a command's `--task=NAME`, or an import of its folder. Docstrings are prose and do not count."""
   with open(path) as f:
     tree = ast.parse(f.read(), path)
   folders = task_folders()
@@ -113,19 +114,13 @@ def named_tasks(path: str) -> set[str]:
   named = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-      named |= {name for name in folders if node.value == name or in_folder(node.value, name)}
+      named |= {name for name in folders if node.value == name or in_folder(node.value, name)
+                or re.search(rf'--task={name}\b', node.value)}
     elif isinstance(node, ast.Import):
       named |= {name for name in folders for alias in node.names if in_folder(alias.name, name)}
     elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
       named |= {name for name in folders if in_folder(node.module, name)}
   return named
-
-
-# Modules outside a task's folder that still name a task: debt from before tasks were folders, to be moved into
-# the folders (the language-modelling issue). The list may only shrink: a new entry fails the test below.
-NAMING_TASKS_TODAY = {
-    'scripts/gpu_campaign.py': {'listops'},
-}
 
 
 def test_a_task_is_named_only_in_its_own_folder():
@@ -139,13 +134,14 @@ def test_a_task_is_named_only_in_its_own_folder():
   for name in sorted(os.listdir(os.path.join(ROOT, 'scripts'))):
     if name.endswith('.py') and (named := named_tasks(os.path.join(ROOT, 'scripts', name))):
       naming[f'scripts/{name}'] = named
-  assert naming == NAMING_TASKS_TODAY
+  assert naming == {}
 
 
 def test_the_naming_check_sees_a_string_an_import_and_not_a_docstring(tmp_path):
   path = tmp_path / 'example.py'
-  path.write_text('"""Trains listops."""\nfrom lra_posenc.translation import bleu\nif task == "lm": pass\n')
-  assert named_tasks(str(path)) == {'translation', 'lm'}
+  path.write_text('"""Trains listops."""\nfrom lra_posenc.translation import bleu\nif task == "lm": pass\n'
+                  'FLAGS = ["--task=listops"]\n')
+  assert named_tasks(str(path)) == {'translation', 'lm', 'listops'}
 
 
 def test_each_task_is_its_folders_spec_and_the_registry_names_none():

@@ -30,4 +30,5 @@ SPEC = TaskSpec('listops', 'lra_posenc.listops.train', train.create_task, train.
                 test_score_title='ListOps test accuracy', test_score_digits=3,
                 scores_by_length=length_scores.scores_by_length, draws_length_sets=True,
                 scores_by_depth=length_scores.scores_by_depth, summary_tables=SUMMARY_TABLES,
-                attention_maps=attention_maps.attention_maps, config_history=settings.CONFIG_HISTORY)
+                attention_maps=attention_maps.attention_maps, generated_data=train.data_command,
+                config_history=settings.CONFIG_HISTORY)

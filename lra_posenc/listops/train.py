@@ -64,6 +64,14 @@ def prepare_data(data: DataSettings, workdir: str) -> str:
   return data_dir
 
 
+def data_command(config: ml_collections.ConfigDict, folder: str) -> list[str]:
+  """The command (after the Python executable) that writes the set `config.data.generator` describes into
+  `folder`, keeping one already there from the same settings: how a GPU campaign generates, once, the data its
+  ListOps runs share (`TaskSpec.generated_data`)."""
+  return ['-m', generator.__name__, f'--output_dir={folder}',
+          *(f'--{key}={value}' for key, value in config.data.generator.items())]
+
+
 def data_directory(data_dir: str, workdir: str) -> str:
   """Where a run's ListOps files are: `data.data_dir`, or WORKDIR/data where they were generated."""
   return data_dir or os.path.join(workdir, 'data')
