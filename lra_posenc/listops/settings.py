@@ -12,7 +12,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
-from lra_posenc.training.config_checks import ConfigHistory, check_keys
+from lra_posenc.training.config_checks import ConfigHistory, check_keys, section_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_positive, check_section_choice
 
@@ -29,7 +29,6 @@ def _upgrade_old_config(config: dict) -> None:
 # `checkpointing.read_config`: the generator's section named the task before configs had `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(data_key='generator', upgrade=_upgrade_old_config)}
 
-DATA_KEYS = ('data_dir', 'max_length', 'num_classes', 'on_invalid', 'generator', 'augment')
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
 MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions',
@@ -48,6 +47,9 @@ class DataSettings:
   on_invalid: str
   generator: dict
   augment: augment.AugmentSettings
+
+
+DATA_KEYS = section_keys(DataSettings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +90,7 @@ def read_data(data: ml_collections.ConfigDict) -> DataSettings:
   if not data.data_dir and options.label_modulus > data.num_classes:
     raise ValueError(f'data.generator.label_modulus={options.label_modulus} writes labels '
                      f'0..{options.label_modulus - 1}, more than data.num_classes={data.num_classes}')
-  return DataSettings(data_dir=data.data_dir, max_length=data.max_length, num_classes=data.num_classes,
-                      on_invalid=data.on_invalid, generator=data.generator.to_dict(),
-                      augment=augment.AugmentSettings(**data.augment.to_dict()))
+  return DataSettings(**data.to_dict() | {'augment': augment.AugmentSettings(**data.augment.to_dict())})
 
 
 def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> TransformerClassifier:

@@ -11,7 +11,7 @@ from lra_posenc import encodings
 from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
-from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.config_checks import ConfigHistory, check_keys, read_section
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_choice, check_range
@@ -30,7 +30,7 @@ def _upgrade_old_config(config: dict) -> None:
 CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}
 # The model's keys beside the Transformer stack's: GPT-2's biases and initialisation (models.transformer), and
 # randomized positions and the embeddings' parametrisation (models.language_model).
-MODEL_KEYS = CONFIG_KEYS + ('use_bias', 'init_std', 'randomized_positions', 'embedding_scaling')
+MODEL_KEYS = CONFIG_KEYS + OPTIONAL_CONFIG_KEYS + ('randomized_positions', 'embedding_scaling')
 # What picks the best checkpoint (higher is better): the validation split's mean log-probability of a token
 # (nats; minus the loss), or its next-token accuracy.
 SELECTION_METRICS = ('log_likelihood', 'accuracy')
@@ -123,7 +123,6 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings, *, vocab_si
     raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least '
                      f'data.block_size={data.block_size}')
   transformer = transformer_config(model, max_len=max(data.block_size, model.randomized_positions))
-  transformer = dataclasses.replace(transformer, use_bias=model.use_bias, init_std=model.init_std)
   return LanguageModel(transformer, vocab_size=vocab_size, randomized_positions=model.randomized_positions,
                        embedding_scaling=model.embedding_scaling)
 

@@ -19,9 +19,16 @@ Array = jax.Array
 ModelT = TypeVar('ModelT', bound=nn.Module)
 
 
+# A TransformerConfig field's `config_key` metadata: False for one a task derives (not a `config.model` key),
+# 'optional' for a key only some tasks' models have; every other field is a key of every task's `config.model`.
+DERIVED, OPTIONAL = {'config_key': False}, {'config_key': 'optional'}
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
-  """Hyper-parameters of the Transformer stack, as read from `config.model`."""
+  """Hyper-parameters of the Transformer stack, as read from `config.model`: each field is that section's key
+  of the same name, but for `max_len` (the positions the task needs) and the optional `use_bias` and
+  `init_std`."""
   emb_dim: int
   num_heads: int
   num_layers: int
@@ -31,7 +38,7 @@ class TransformerConfig:
   attention_dropout_rate: float
   pos_encoding: str
   pos_encoding_options: object
-  max_len: int
+  max_len: int = dataclasses.field(metadata=DERIVED)
   dtype: jnp.dtype = jnp.dtype(jnp.float32)
   attention_implementation: str = 'auto'
   remat: bool = False
@@ -42,8 +49,8 @@ class TransformerConfig:
   # GPT-2 form). Biases in every projection and layer norm; 0: Flax's initialisers (LeCun normal kernels), > 0:
   # every kernel N(0, init_std) and the projections into the residual stream N(0, init_std / sqrt(2 layers))
   # (GPT-2, section 2.3; nanoGPT).
-  use_bias: bool = True
-  init_std: float = 0.0
+  use_bias: bool = dataclasses.field(default=True, metadata=OPTIONAL)
+  init_std: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
 
   @property
   def head_dim(self) -> int:
@@ -57,9 +64,10 @@ class TransformerConfig:
     return nn.initializers.normal(self.init_std / (2 * self.num_layers) ** 0.5 if into_residual else self.init_std)
 
 
-CONFIG_KEYS = ('emb_dim', 'num_heads', 'num_layers', 'qkv_dim', 'mlp_dim', 'dropout_rate', 'attention_dropout_rate',
-               'pos_encoding', 'pos_encoding_options', 'dtype', 'attention_implementation', 'remat', 'norm_position',
-               'activation', 'activation_dropout_rate')
+# The Transformer stack's keys in every task's `config.model`, and those a task's model may add: the fields.
+CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig) if f.metadata.get('config_key', True) is True)
+OPTIONAL_CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig)
+                             if f.metadata.get('config_key') == OPTIONAL['config_key'])
 # Where each block's layer norms sit: 'pre', before each sublayer with one more after the stack (stable
 # without warmup; Xiong et al. 2020), or 'post', after each residual sum (Vaswani et al. 2017; fairseq's
 # default, the Multi30k literature's).
@@ -92,13 +100,9 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
   options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
   encodings.REGISTRY[model.pos_encoding].check_model(options, max_len=max_len,
                                                      head_dim=model.qkv_dim // model.num_heads)
-  cfg = TransformerConfig(
-      emb_dim=model.emb_dim, num_heads=model.num_heads, num_layers=model.num_layers, qkv_dim=model.qkv_dim,
-      mlp_dim=model.mlp_dim, dropout_rate=model.dropout_rate, attention_dropout_rate=model.attention_dropout_rate,
-      pos_encoding=model.pos_encoding, pos_encoding_options=options, max_len=max_len,
-      dtype=jnp.dtype(DTYPES[model.dtype]), attention_implementation=model.attention_implementation,
-      remat=model.remat, norm_position=model.norm_position, activation=model.activation,
-      activation_dropout_rate=model.activation_dropout_rate)
+  keys = CONFIG_KEYS + tuple(key for key in OPTIONAL_CONFIG_KEYS if key in model)
+  cfg = TransformerConfig(**{key: model[key] for key in keys} | {
+      'pos_encoding_options': options, 'dtype': jnp.dtype(DTYPES[model.dtype]), 'max_len': max_len})
   if cfg.attention_implementation == 'cudnn':  # What holds for every call; lengths are checked per call.
     has_content = encoding_terms_shape(cfg).content is not None
     attention.choose_path('cudnn', _attention_call(cfg, 2, 2, has_bias=has_content, has_content=has_content),

@@ -12,7 +12,7 @@ from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.batches import token_budget_batch_sizes
 from lra_posenc.training.checkpointing import read_config
-from lra_posenc.training.config_checks import ConfigHistory, check_keys
+from lra_posenc.training.config_checks import ConfigHistory, check_keys, section_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.translation.input_pipeline import EOS_ID
 from lra_posenc.validation import check_positive, check_range, check_section_choice
@@ -31,13 +31,7 @@ def _upgrade_old_config(config: dict) -> None:
 # `checkpointing.read_config`: the tokenizer's section named the task before configs had `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(data_key='tokenizer', upgrade=_upgrade_old_config)}
 
-DATA_KEYS = ('data_dir', 'tfds_name', 'source_lang', 'target_lang', 'train_split', 'validation_split', 'test_splits',
-             'max_length', 'max_eval_source_length', 'length_buckets', 'tokenizer')
-TOKENIZER_KEYS = ('joint', 'vocab_size', 'model_type', 'character_coverage', 'lowercase')
 TOKENIZER_MODEL_TYPES = ('unigram', 'bpe')
-MODEL_KEYS = CONFIG_KEYS + ('share_embeddings', 'embedding_scaling')
-LOSS_KEYS = ('label_smoothing', 'chunk_tokens')
-DECODING_KEYS = ('beam_size', 'length_penalty', 'max_output_length', 'batch_size')
 TASK_SECTIONS = ('loss', 'decoding')
 # Training keys of this task beside the trainer's: a budget of padded tokens per batch (0: off), as
 # fairseq's --max-tokens; each length bucket's batch then holds what fits (at most training.batch_size).
@@ -127,6 +121,12 @@ class TranslatorSettings:
   decoding: DecodingSettings
 
 
+# Each section's keys: its settings' fields; the model's, the Transformer stack's and ModelSettings' own.
+DATA_KEYS, TOKENIZER_KEYS = section_keys(DataSettings), section_keys(TokenizerSettings)
+LOSS_KEYS, DECODING_KEYS = section_keys(LossSettings), section_keys(DecodingSettings)
+MODEL_KEYS = CONFIG_KEYS + tuple(key for key in section_keys(ModelSettings) if key != 'transformer')
+
+
 def read_settings(config: ml_collections.ConfigDict, *, reads_text: bool = True) -> TranslationSettings:
   """Every section checked, before any data is read; without `reads_text` (synthetic benchmarks) the data is
   checked as `read_data` says."""
@@ -174,11 +174,8 @@ def read_data(data: ml_collections.ConfigDict, *, reads_text: bool = True) -> Da
                        f'data.{role}_split={split!r}; score {role!r} only where data.{role}_split is {role!r}')
   if data.source_lang == data.target_lang:
     raise ValueError(f'data.source_lang and data.target_lang are both {data.source_lang!r}')
-  return DataSettings(
-      data_dir=data.data_dir, tfds_name=data.tfds_name, source_lang=data.source_lang, target_lang=data.target_lang,
-      train_split=data.train_split, validation_split=data.validation_split, test_splits=test_splits,
-      max_length=data.max_length, max_eval_source_length=data.max_eval_source_length, length_buckets=buckets,
-      tokenizer=TokenizerSettings(**data.tokenizer.to_dict()))
+  return DataSettings(**data.to_dict() | {'test_splits': test_splits, 'length_buckets': buckets,
+                                          'tokenizer': TokenizerSettings(**data.tokenizer.to_dict())})
 
 
 def read_run_data(run_dir: str, data_dir: str | None = None) -> DataSettings:
