@@ -259,17 +259,39 @@ def matmul_gflops(size: int = 2048, repeats: int = 7) -> float:
   return 2 * size ** 3 / statistics.median(seconds) / 1e9
 
 
-def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, steps_per_window: int
-                        ) -> dict[str, list[float]]:
-  """Window seconds per timer: a warm-up round, then `windows` rounds of one window each, in rotating order."""
+def print_now(line: str) -> None:
+  """Prints `line` and flushes: progress a benchmark stopped by a timeout still shows."""
+  print(line, flush=True)
+
+
+def built_timers(builders: dict[str, Callable[[], Any]], report: Callable[[str], None] = print_now
+                 ) -> dict[str, Any]:
+  """Each builder's timer, by name, built (and so compiled) in turn, `report`ing the seconds each took: a
+  benchmark stopped by a timeout then says how far it got."""
+  timers = {}
+  for name, build in builders.items():
+    start = time.perf_counter()
+    timers[name] = build()
+    report(f'[{name}] built and compiled in {time.perf_counter() - start:.1f} s')
+  return timers
+
+
+def interleaved_windows(timers: dict[str, TrainStepTimer], *, windows: int, steps_per_window: int,
+                        report: Callable[[str], None] | None = None) -> dict[str, list[float]]:
+  """Window seconds per timer: a warm-up round, then `windows` rounds of one window each, in rotating order;
+  each round's seconds per timer go to `report`, where given."""
   names = list(timers)
   seconds = {name: [] for name in names}
   for round_index in range(windows + 1):
     shift = round_index % len(names)
+    elapsed = {}
     for name in names[shift:] + names[:shift]:
-      elapsed = timers[name].run_window(steps_per_window)
+      elapsed[name] = timers[name].run_window(steps_per_window)
       if round_index:
-        seconds[name].append(elapsed)
+        seconds[name].append(elapsed[name])
+    if report is not None:
+      report(f'round {round_index}/{windows}{" (warm-up)" if not round_index else ""}: '
+             + ', '.join(f'{name} {1e3 * t / steps_per_window:.1f} ms/step' for name, t in elapsed.items()))
   return seconds
 
 

@@ -28,6 +28,7 @@ same matrix-product FLOPs of `models.flops` for every side), this host's float32
 the same process, and the CPU (`provenance.host_cpu`); --output writes them as JSON.
 """
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -153,13 +154,15 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   configs = {name: our_config(args.config, args.recipe, lm1b_form=form)
              for name, form in (('ours', False), ('ours_lm1b_form', True))}
   workloads = {name: TASKS[config.task].benchmark_workload(config) for name, config in configs.items()}
-  timers = {name: benchmarking.TrainStepTimer(workload) for name, workload in workloads.items()}
-  timers['lm1b'] = Lm1bStepTimer(args.lm1b_models, configs['ours_lm1b_form'])
+  builders = {name: functools.partial(benchmarking.TrainStepTimer, workload) for name, workload in workloads.items()}
+  builders['lm1b'] = functools.partial(Lm1bStepTimer, args.lm1b_models, configs['ours_lm1b_form'])
   pairs = {'lm1b': 'ours_lm1b_form'}
   if args.nanogpt_model:
-    timers['nanogpt'] = NanoGPTStepTimer(args.nanogpt_model, configs['ours'])
+    builders['nanogpt'] = functools.partial(NanoGPTStepTimer, args.nanogpt_model, configs['ours'])
     pairs['nanogpt'] = 'ours'
-  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)
+  timers = benchmarking.built_timers(builders)
+  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
+                                             report=benchmarking.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   config = configs['ours']
   batch = config.training.batch_size

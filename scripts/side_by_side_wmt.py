@@ -12,10 +12,11 @@ trainer's own pmapped step (`benchmarking.TrainStepTimer`), pre-LN with ReLU as 
 --encoding as its positional encoding. Windows of --steps steps alternate between the two
 (`benchmarking.interleaved_windows`), so a machine that slows for a while slows both alike.
 
-Prints each side's median ms/step, the ratio ours/peer (below 1: ours is faster), the model
-GFLOP/s each achieves (the same matrix-product FLOPs of `models.flops`), this host's float32 matrix
-product GFLOP/s measured in the same process, and the CPU (model, family, model number, vector
-extensions: `provenance.host_cpu`); --output writes them as JSON.
+Prints each side's build (compile) seconds and each round's ms/step as it goes; then each side's median
+ms/step, the ratio ours/peer (below 1: ours is faster), the model GFLOP/s each achieves (the same
+matrix-product FLOPs of `models.flops`), this host's float32 matrix product GFLOP/s measured in the same
+process, and the CPU (model, family, model number, vector extensions: `provenance.host_cpu`); --output
+writes them as JSON.
 """
 import argparse
 import importlib.util
@@ -104,9 +105,10 @@ def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
 def compare(args: argparse.Namespace) -> dict[str, Any]:
   config = our_config(args)
   workload = TASKS[config.task].benchmark_workload(config)
-  timers = {'ours': benchmarking.TrainStepTimer(workload),
-            'peer': PeerStepTimer(args.peer_models, args)}
-  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps)
+  timers = benchmarking.built_timers({'ours': lambda: benchmarking.TrainStepTimer(workload),
+                                      'peer': lambda: PeerStepTimer(args.peer_models, args)})
+  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
+                                             report=benchmarking.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   train_flops = workload.forward_flops.train_step(args.batch, jax.device_count())
   host_cpu = provenance.host_cpu()

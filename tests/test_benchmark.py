@@ -1,4 +1,5 @@
 """The benchmark harness: FLOP counts, timing, MFU, decoding, the pipeline gap and the CLI."""
+import functools
 import json
 import os
 import re
@@ -158,6 +159,26 @@ def test_peak_flops_follow_the_hardware():
   assert benchmarking.peak_flops(pcie, 'bfloat16') < benchmarking.peak_flops(sxm, 'bfloat16')  # Lower clocks, fewer SMs.
   assert benchmarking.peak_flops(h200, 'bfloat16') == benchmarking.peak_flops(sxm, 'bfloat16')  # The same GH100 die.
   assert benchmarking.peak_flops('cpu', 'float32') is None
+
+
+def test_timers_are_built_and_timed_in_rotating_rounds_each_reported_as_it_ends():
+  class FixedTimer:
+    def __init__(self, name, seconds, calls):
+      self.name, self.seconds, self.calls = name, seconds, calls
+
+    def run_window(self, steps):
+      self.calls.append(self.name)
+      return self.seconds * steps
+
+  calls, lines = [], []
+  timers = benchmarking.built_timers({name: functools.partial(FixedTimer, name, seconds, calls)
+                                      for name, seconds in (('a', 0.5), ('b', 0.25))}, report=lines.append)
+  assert [line.split(' built')[0] for line in lines] == ['[a]', '[b]']
+  seconds = benchmarking.interleaved_windows(timers, windows=2, steps_per_window=2, report=lines.append)
+  assert calls == ['a', 'b', 'b', 'a', 'a', 'b']  # A warm-up round, then the order rotates.
+  assert seconds == {'a': [1.0, 1.0], 'b': [0.5, 0.5]}  # The warm-up round is left out.
+  assert lines[2:] == ['round 0/2 (warm-up): a 500.0 ms/step, b 250.0 ms/step',
+                       'round 1/2: b 250.0 ms/step, a 500.0 ms/step', 'round 2/2: a 500.0 ms/step, b 250.0 ms/step']
 
 
 @pytest.mark.slow
