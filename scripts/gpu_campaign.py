@@ -24,8 +24,8 @@ What comes back fits the device tool's limit (8 files, 16 MiB each): OUT/summary
 OUT/runs.tar.gz (each run's results.json, metrics.jsonl, config.json and train.log), OUT/benchmarks.tar.gz
 (figures and logs) and OUT/traces_BENCHMARK.tar.gz, all rewritten after every step, so that a command killed at its
 limit still returns what had finished. It exits 1, naming them, if a benchmark or run failed or timed out. With
---tiny the benchmarks run at CPU sizes (configs/gpu_benchmarks.py:tiny) in a minute or two: the test suite runs it
-so, with a plan of tiny runs, so that the campaign cannot rot before a GPU is at hand.
+--tiny the benchmarks run at CPU sizes (configs/gpu_benchmarks.py:tiny) in a minute or two; the test suite runs that
+with a plan of tiny runs, so that the campaign cannot rot before a GPU is at hand.
 """
 import argparse
 import dataclasses
@@ -189,8 +189,8 @@ def run_command(name: str, command: list[str], timeout: float, log_path: str) ->
 def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_models: str) -> None:
   """Runs each benchmark of `names` in turn; one that ended in an earlier command in this work folder, however
   it ended, is reported again, not run: a second command's time goes to the runs."""
-  figures = os.path.join(campaign.work, 'benchmarks', '{name}.json')
-  commands = benchmarks(tiny, peer_models, figures, os.path.join(campaign.work, 'traces', '{name}'))
+  commands = benchmarks(tiny, peer_models, os.path.join(campaign.work, 'benchmarks', '{name}.json'),
+                        os.path.join(campaign.work, 'traces', '{name}'))
   for name in names:
     command, allowed = commands[name]
     figures = os.path.join(campaign.work, 'benchmarks', f'{name}.json')
@@ -229,7 +229,11 @@ def data_sets(plan: Sequence[PlannedRun], work: str) -> dict[str, tuple[str, lis
   for run in plan:
     if run.needs_generated_data:
       flags = [re.sub(r'^--config=(?!/)', f'--config={ROOT}/', flag) for flag in run.command_flags('', '')]
-      recipe = TASKS[run.task].generated_data(config_of_flags(flags), GENERATED_DATA)
+      try:
+        config = config_of_flags(flags)
+      except (AttributeError, KeyError, ValueError, OSError) as error:
+        raise ValueError(f'run {run.name}: its flags give no config ({type(error).__name__}: {error})') from None
+      recipe = TASKS[run.task].generated_data(config, GENERATED_DATA)
       key = hashlib.sha256(json.dumps([run.task, recipe]).encode()).hexdigest()[:12]
       folder = os.path.join(work, 'generated_data', f'{run.task}_{key}')
       sets[run.name] = (folder, [sys.executable, *(word.replace(GENERATED_DATA, folder) for word in recipe)])
@@ -431,7 +435,10 @@ def main() -> None:
   campaign.summary |= devices()
   print(json.dumps({k: campaign.summary[k] for k in ('jax', 'backend', 'devices')}), flush=True)
   pending = pending_runs(campaign, plan, args.committed)
-  sets = data_sets(pending, campaign.work)
+  try:
+    sets = data_sets(pending, campaign.work)
+  except ValueError as error:
+    parser.error(str(error))
   writing = generate_data(sets)
   try:
     run_benchmarks(campaign, names, args.tiny, args.peer_models)

@@ -153,3 +153,9 @@ def test_a_plan_lines_config_is_the_config_file_with_its_overrides_and_refuses_a
   assert config_of_flags(flags).to_dict() == expected.to_dict()
   with pytest.raises(AttributeError, match='no_such_key'):
     config_of_flags([f'--config={path}:cpu', '--config.model.no_such_key=1'])
+  # A planned run whose flags give no config is named before anything starts.
+  import gpu_campaign  # noqa: PLC0415
+  run = gpu_campaign.PlannedRun('study/runs/x/seed_0', 'listops', (f'--config={path}:cpu', '--config.model.nokey=1',
+                                                                   '--config.data.data_dir={generated_data}'))
+  with pytest.raises(ValueError, match=re.escape("run study/runs/x/seed_0: its flags give no config (AttributeError")):
+    gpu_campaign.data_sets([run], '/work')
