@@ -19,9 +19,9 @@ Array = jax.Array
 ModelT = TypeVar('ModelT', bound=nn.Module)
 
 
-# A TransformerConfig field's `config_key` metadata: False for one a task derives (not a `config.model` key),
-# 'optional' for a key only some tasks' models have; every other field is a key of every task's `config.model`.
-DERIVED, OPTIONAL = {'config_key': False}, {'config_key': 'optional'}
+# Whose `config.model` key a TransformerConfig field is (its metadata under KEY_OF): 'every' task's (unmarked
+# fields), an 'optional' one only some tasks' models have, or 'none': the task derives it.
+KEY_OF = 'config_key'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ class TransformerConfig:
   attention_dropout_rate: float
   pos_encoding: str
   pos_encoding_options: object
-  max_len: int = dataclasses.field(metadata=DERIVED)
+  max_len: int = dataclasses.field(metadata={KEY_OF: 'none'})
   dtype: jnp.dtype = jnp.dtype(jnp.float32)
   attention_implementation: str = 'auto'
   remat: bool = False
@@ -49,8 +49,8 @@ class TransformerConfig:
   # GPT-2 form). Biases in every projection and layer norm; 0: Flax's initialisers (LeCun normal kernels), > 0:
   # every kernel N(0, init_std) and the projections into the residual stream N(0, init_std / sqrt(2 layers))
   # (GPT-2, section 2.3; nanoGPT).
-  use_bias: bool = dataclasses.field(default=True, metadata=OPTIONAL)
-  init_std: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
+  use_bias: bool = dataclasses.field(default=True, metadata={KEY_OF: 'optional'})
+  init_std: float = dataclasses.field(default=0.0, metadata={KEY_OF: 'optional'})
 
   @property
   def head_dim(self) -> int:
@@ -64,10 +64,12 @@ class TransformerConfig:
     return nn.initializers.normal(self.init_std / (2 * self.num_layers) ** 0.5 if into_residual else self.init_std)
 
 
+def _config_keys(whose: str) -> tuple[str, ...]:
+  return tuple(f.name for f in dataclasses.fields(TransformerConfig) if f.metadata.get(KEY_OF, 'every') == whose)
+
+
 # The Transformer stack's keys in every task's `config.model`, and those a task's model may add: the fields.
-CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig) if f.metadata.get('config_key', True) is True)
-OPTIONAL_CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig)
-                             if f.metadata.get('config_key') == OPTIONAL['config_key'])
+CONFIG_KEYS, OPTIONAL_CONFIG_KEYS = _config_keys('every'), _config_keys('optional')
 # Where each block's layer norms sit: 'pre', before each sublayer with one more after the stack (stable
 # without warmup; Xiong et al. 2020), or 'post', after each residual sum (Vaswani et al. 2017; fairseq's
 # default, the Multi30k literature's).
