@@ -19,7 +19,7 @@ TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--con
 
 def get_config(arg: str | None = None) -> dict[str, dict]:
   if arg not in (None, 'tiny'):
-    raise ValueError(f'configs/gpu_benchmarks.py:{arg}: the variants are the default (no argument) and tiny')
+    raise ValueError(f'config argument {arg!r} is not one of [None, {"tiny"!r}]')
   if arg == 'tiny':
     timing = ['--windows=1', '--steps_per_window=2', '--trace_steps=2']
     lra = ['--task=listops', '--config=configs/listops/lra.py:cpu', *TINY_MODEL, '--encodings=none,alibi']

@@ -264,15 +264,16 @@ def print_now(line: str) -> None:
   print(line, flush=True)
 
 
-def built_timers(builders: dict[str, Callable[[], Any]], report: Callable[[str], None] = print_now
+def built_timers(builders: dict[str, Callable[[], Any]], report: Callable[[str], None] | None = None
                  ) -> dict[str, Any]:
-  """Each builder's timer, by name, built (and so compiled) in turn, `report`ing the seconds each took: a
-  benchmark stopped by a timeout then says how far it got."""
+  """Each builder's timer, by name, built (and so compiled) in turn; the seconds each took go to `report`, where
+  given (`print_now`: a benchmark stopped by a timeout then says how far it got)."""
   timers = {}
   for name, build in builders.items():
     start = time.perf_counter()
     timers[name] = build()
-    report(f'[{name}] built and compiled in {time.perf_counter() - start:.1f} s')
+    if report is not None:
+      report(f'[{name}] built and compiled in {time.perf_counter() - start:.1f} s')
   return timers
 
 

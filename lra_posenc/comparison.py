@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import ml_collections
 import numpy as np
 from absl import flags
-from ml_collections import config_flags
 
+from lra_posenc.config_files import config_of_flags
 from lra_posenc.data.files import written_whole
 from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant, save_line_plot
 from lra_posenc.tasks import TASKS, TaskSpec
@@ -43,12 +43,7 @@ def training_command(task: TaskSpec, config: str, workdir: str, seed: int,
 
 def run_config(config: str, overrides: Sequence[tuple[str, str]]) -> ml_collections.ConfigDict:
   """The config a training command of `config` (PATH[:ARG]) with `overrides` builds, parsed as its flags are."""
-  argv = ['sweep', *config_flags_of(config, overrides)]
-  flag_values = flags.FlagValues()
-  config_flags.DEFINE_config_file('config', None, 'The config file.', flag_values=flag_values, lock_config=True,
-                                  sys_argv=argv)
-  flag_values(argv)
-  return flag_values.config
+  return config_of_flags(config_flags_of(config, overrides))
 
 
 def check_run_configs(task_name: str, config: str, variants: Sequence[Variant],

@@ -44,9 +44,12 @@ import tarfile
 import time
 from collections.abc import Sequence
 
+from absl import flags as absl_flags
+
 from lra_posenc.config_files import config_of_flags, load_config
 from lra_posenc.data.files import DataError, written_whole
 from lra_posenc.tasks import TASKS
+from lra_posenc.training.cli import user_error_message
 from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
 from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json, read_json_if_present, write_json
 
@@ -62,10 +65,10 @@ MAX_FILE_BYTES = 16 * 2**20  # The device tool returns no larger file.
 def benchmarks(tiny: bool, peer_models: str, figures: str, traces: str) -> dict[str, tuple[list[str], float]]:
   """configs/gpu_benchmarks.py's commands by name, filled in, with the seconds each may take; `figures` and
   `traces` hold {name}, which becomes the benchmark's."""
-  return {name: ([sys.executable, *(word.replace('{peer_models}', peer_models)
-                                   .replace('{figures}', figures.format(name=name))
-                                   .replace('{traces}', traces.format(name=name)) for word in benchmark['command'])],
-                 benchmark['seconds'])
+  fill = lambda word, name: (word.replace('{peer_models}', peer_models)
+                             .replace('{figures}', figures.replace('{name}', name))
+                             .replace('{traces}', traces.replace('{name}', name)))
+  return {name: ([sys.executable, *(fill(word, name) for word in benchmark['command'])], benchmark['seconds'])
           for name, benchmark in load_config(BENCHMARKS, 'tiny' if tiny else None).items()}
 
 
@@ -111,7 +114,8 @@ def read_plan(path: str) -> list[PlannedRun]:
       if name in names:
         raise DataError(path, number, f'run {name!r} is planned twice')
       flags = words[2 + len(settings):]
-      if unknown := sorted({field for flag in flags for field in re.findall(r'\{[^}]*\}', flag)} - {DATA, GENERATED_DATA}):
+      named = {field for flag in flags for field in re.findall(r'\{[^}]*\}', flag)}
+      if unknown := sorted(named - {DATA, GENERATED_DATA}):
         raise DataError(path, number, f'{", ".join(unknown)}: a flag may name only {DATA} and {GENERATED_DATA}')
       if any(GENERATED_DATA in flag for flag in flags) and TASKS[words[1]].generated_data is None:
         raise DataError(path, number, f'{GENERATED_DATA}: task {words[1]!r} generates no data; name its files '
@@ -189,11 +193,11 @@ def run_command(name: str, command: list[str], timeout: float, log_path: str) ->
 def run_benchmarks(campaign: Campaign, names: Sequence[str], tiny: bool, peer_models: str) -> None:
   """Runs each benchmark of `names` in turn; one that ended in an earlier command in this work folder, however
   it ended, is reported again, not run: a second command's time goes to the runs."""
-  commands = benchmarks(tiny, peer_models, os.path.join(campaign.work, 'benchmarks', '{name}.json'),
-                        os.path.join(campaign.work, 'traces', '{name}'))
+  figures_of = lambda name: os.path.join(campaign.work, 'benchmarks', f'{name}.json')
+  commands = benchmarks(tiny, peer_models, figures_of('{name}'), os.path.join(campaign.work, 'traces', '{name}'))
   for name in names:
     command, allowed = commands[name]
-    figures = os.path.join(campaign.work, 'benchmarks', f'{name}.json')
+    figures = figures_of(name)
     record = os.path.join(campaign.work, 'benchmarks', f'{name}.step.json')
     if (earlier := read_json_if_present(record)) is not None:
       campaign.summary['benchmarks'][name] = earlier | {'status': f'{earlier["status"]}, in an earlier command'}
@@ -221,18 +225,19 @@ def benchmark_figures(measured: dict) -> dict:
           for name, run in measured['encodings'].items()}
 
 
-def data_sets(plan: Sequence[PlannedRun], work: str) -> dict[str, tuple[str, list[str]]]:
+def data_sets(plan: Sequence[PlannedRun], work: str, data: str) -> dict[str, tuple[str, list[str]]]:
   """For each run of `plan` naming {generated_data}: the folder its config's data is written to and the command
-  that writes it. Runs whose configs generate the same set share one folder, named by the command, so that a
-  second campaign command in `work` finds it again."""
+  that writes it ({data} standing for `data`). Runs whose configs generate the same set share one folder, named
+  by the command, so that a second campaign command in `work` finds it again. Raises ValueError naming a run
+  whose flags give no config."""
   sets = {}
   for run in plan:
     if run.needs_generated_data:
-      flags = [re.sub(r'^--config=(?!/)', f'--config={ROOT}/', flag) for flag in run.command_flags('', '')]
+      flags = [re.sub(r'^--config=(?!/)', f'--config={ROOT}/', flag) for flag in run.command_flags(data, '')]
       try:
         config = config_of_flags(flags)
-      except (AttributeError, KeyError, ValueError, OSError) as error:
-        raise ValueError(f'run {run.name}: its flags give no config ({type(error).__name__}: {error})') from None
+      except (AttributeError, KeyError, OSError, absl_flags.Error) as error:  # As its trainer's flags would fail.
+        raise ValueError(f'run {run.name}: {user_error_message(error, flags, parsing=True)}') from None
       recipe = TASKS[run.task].generated_data(config, GENERATED_DATA)
       key = hashlib.sha256(json.dumps([run.task, recipe]).encode()).hexdigest()[:12]
       folder = os.path.join(work, 'generated_data', f'{run.task}_{key}')
@@ -281,8 +286,11 @@ def run_plan(campaign: Campaign, pending: list[PlannedRun], sets: dict[str, tupl
       ready = bool(pending) and (folder is None or writing[folder].poll() is not None)
       if ready and len(running) < parallel and campaign.seconds_left() >= least_seconds:
         run = pending.pop(0)
-        if folder is not None and writing[folder].returncode != 0:
-          raise RuntimeError(f'generating the data of {run.name} into {folder} failed; see its generate.log')
+        if folder is not None and writing[folder].returncode != 0:  # Its runs fail; the others go on.
+          campaign.summary['runs'][run.name] = {'status': f'failed (generating its data: {folder}/generate.log)',
+                                                'beside': '-'}
+          print(f'[{run.name}] {campaign.summary["runs"][run.name]["status"]}', flush=True)
+          continue
         workdir = os.path.join(campaign.work, 'runs', run.name)
         os.makedirs(workdir, exist_ok=True)
         command = [sys.executable, '-m', TASKS[run.task].module, f'--workdir={workdir}',
@@ -425,21 +433,18 @@ def main() -> None:
   known = benchmarks(args.tiny, args.peer_models, '', '')
   if unknown := sorted(set(names) - set(known)):
     parser.error(f'--benchmarks: {", ".join(unknown)} not among {", ".join(known)} ({BENCHMARKS})')
-  try:
+  work = args.work or os.path.join(os.path.dirname(os.path.abspath(args.out)), 'campaign_work')
+  try:  # Every line checked, its config read, before anything starts.
     plan = read_plan(args.plan)
-  except DataError as error:
+    sets = data_sets(plan, work, os.path.abspath(args.data))
+  except ValueError as error:
     parser.error(str(error))
   os.makedirs(args.out, exist_ok=True)
-  campaign = Campaign(args.out, args.work or os.path.join(os.path.dirname(os.path.abspath(args.out)),
-                                                           'campaign_work'), args.budget_seconds)
+  campaign = Campaign(args.out, work, args.budget_seconds)
   campaign.summary |= devices()
   print(json.dumps({k: campaign.summary[k] for k in ('jax', 'backend', 'devices')}), flush=True)
   pending = pending_runs(campaign, plan, args.committed)
-  try:
-    sets = data_sets(pending, campaign.work)
-  except ValueError as error:
-    parser.error(str(error))
-  writing = generate_data(sets)
+  writing = generate_data({run.name: sets[run.name] for run in pending if run.name in sets})
   try:
     run_benchmarks(campaign, names, args.tiny, args.peer_models)
     run_plan(campaign, pending, sets, writing, data=os.path.abspath(args.data), parallel=args.parallel,

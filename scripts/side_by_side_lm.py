@@ -23,9 +23,10 @@ random ids:
 Windows of --steps steps rotate over the four (`benchmarking.interleaved_windows`), so a machine that slows for a
 while slows all alike.
 
-Prints each side's median ms/step, each pair's ratio ours/peer (below 1: ours is faster), the model GFLOP/s (the
-same matrix-product FLOPs of `models.flops` for every side), this host's float32 matrix-product GFLOP/s measured in
-the same process, and the CPU (`provenance.host_cpu`); --output writes them as JSON.
+Prints each side's build (compile) seconds and each round's ms/step as they end; then each side's median ms/step,
+each pair's ratio ours/peer (below 1: ours is faster), the model GFLOP/s (the same matrix-product FLOPs of
+`models.flops` for every side), this host's float32 matrix-product GFLOP/s measured in the same process, and the
+CPU (`provenance.host_cpu`); --output writes them as JSON.
 """
 import argparse
 import functools
@@ -160,7 +161,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   if args.nanogpt_model:
     builders['nanogpt'] = functools.partial(NanoGPTStepTimer, args.nanogpt_model, configs['ours'])
     pairs['nanogpt'] = 'ours'
-  timers = benchmarking.built_timers(builders)
+  timers = benchmarking.built_timers(builders, report=benchmarking.print_now)
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
                                              report=benchmarking.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}

@@ -106,7 +106,8 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   config = our_config(args)
   workload = TASKS[config.task].benchmark_workload(config)
   timers = benchmarking.built_timers({'ours': lambda: benchmarking.TrainStepTimer(workload),
-                                      'peer': lambda: PeerStepTimer(args.peer_models, args)})
+                                      'peer': lambda: PeerStepTimer(args.peer_models, args)},
+                                     report=benchmarking.print_now)
   seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
                                              report=benchmarking.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}

@@ -15,7 +15,8 @@ CAMPAIGN = [sys.executable, os.path.join(ROOT, 'scripts', 'gpu_campaign.py')]
 FINISHING = 'study/runs/none/seed_0'
 TINY_RUN = ('listops --config=configs/listops/lra.py:cpu --config.model.num_layers=1 --config.model.emb_dim=32 '
             '--config.model.qkv_dim=32 --config.model.mlp_dim=64 --config.training.log_every_steps=2 '
-            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4 --config.data.data_dir={generated_data} '
+            '--config.evaluation.every_steps=4 --config.checkpoint.every_steps=4 '
+            '--config.data.data_dir={generated_data} '
             '--config.data.generator.num_train_samples=640 --config.data.generator.num_valid_samples=64 '
             '--config.data.generator.num_test_samples=64')
 
@@ -68,7 +69,7 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
   process = subprocess.run([*campaign, f'--out={again}', '--benchmarks=lra', '--budget_seconds=45'],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-  # One set, shared by the three runs whose configs generate the same data, written once and kept.
+  # One set, shared by the runs whose configs generate the same data, written once and kept.
   (generated,) = (tmp_path / 'work' / 'generated_data').iterdir()
   assert 'kept the matching' in (generated / 'generate.log').read_text()
   summary = json.loads((again / 'summary.json').read_text())
@@ -80,19 +81,22 @@ def test_the_tiny_campaign_benchmarks_then_runs_the_plan_by_the_deadline_and_ret
 
 
 def test_a_failed_run_fails_the_command_after_the_summary_is_written(tmp_path):
-  """A run that fails (here a config the trainer refuses) makes the exit status non-zero, naming it, and the
-  summary still comes back with its status and log; a later run still runs."""
+  """A run that fails (here a config the trainer refuses, or data that cannot be generated) makes the exit status
+  non-zero, naming it, and the summary still comes back with its status and log; a later run still runs."""
   plan = tmp_path / 'plan.txt'
   plan.write_text(f'study/runs/bad/seed_0 {TINY_RUN} --config.model.pos_encoding=no_such_encoding\n'
+                  f'study/runs/no_data/seed_0 {TINY_RUN} --config.data.generator.max_depth=0\n'
                   f'{FINISHING} {TINY_RUN} --config.training.num_train_steps=2\n')
   out = tmp_path / 'out'
   process = subprocess.run([*CAMPAIGN, '--tiny', f'--out={out}', f'--work={tmp_path / "work"}', f'--plan={plan}',
                             f'--committed={tmp_path / "committed"}', '--benchmarks=', '--budget_seconds=200',
                             '--least_seconds=5'], cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert process.returncode == 1, process.stdout[-3000:] + process.stderr[-3000:]
-  assert 'failed: study/runs/bad/seed_0;' in process.stderr
+  assert 'failed: study/runs/bad/seed_0, study/runs/no_data/seed_0;' in process.stderr
   runs = json.loads((out / 'summary.json').read_text())['runs']
   assert runs['study/runs/bad/seed_0']['status'].startswith('failed (') and runs[FINISHING]['status'] == 'finished'
+  # A set that could not be generated fails its runs, not the others.
+  assert runs['study/runs/no_data/seed_0']['status'].startswith('failed (generating its data: ')
   with tarfile.open(out / 'runs.tar.gz') as tar:
     assert 'no_such_encoding' in tar.extractfile('runs/study/runs/bad/seed_0/train.log').read().decode()
 
@@ -110,7 +114,8 @@ def test_a_bad_plan_line_is_named_by_file_and_line(tmp_path):
     ('../elsewhere listops --config=x', 'a relative folder such as STUDY/runs/VARIANT/seed_S'),
     ('/abs/path listops --config=x', 'a relative folder'),
     ('study/runs/x/seed_0 listops PRECISION=highest', 'expected NAME TASK [VARIABLE=VALUE...] FLAGS...'),
-    ('study/runs/x/seed_0 lm --config.data.text_file={dat}/a.txt', '{dat}: a flag may name only {data} and {generated_data}'),
+    ('study/runs/x/seed_0 lm --config.data.text_file={dat}/a.txt',
+     '{dat}: a flag may name only {data} and {generated_data}'),
     ('study/runs/x/seed_0 lm --config.data.text_file={generated_data}/a.txt', "task 'lm' generates no data"),
 ])
 def test_a_plan_line_names_a_folder_under_results_and_has_flags(tmp_path, line, error):
@@ -133,7 +138,7 @@ def test_the_committed_plan_reads_and_names_each_run_once():
     assert path_flags and all(flag.split('=', 1)[1].startswith(('/d/', '/gen')) for flag in path_flags), run.name
     assert run.needs_generated_data == (run.task == 'listops'), run.name
   # The LRA runs share one generated set: the one their config's generator describes, in the folder's name.
-  sets = gpu_campaign.data_sets(plan, '/work')
+  sets = gpu_campaign.data_sets(plan, '/work', '/d')
   assert set(sets) == {run.name for run in plan if run.needs_generated_data}
   ((folder, command),) = set((folder, tuple(command)) for folder, command in sets.values())
   generator = load_config(os.path.join(ROOT, 'configs', 'listops', 'lra.py'), 'fused').data.generator
@@ -157,5 +162,28 @@ def test_a_plan_lines_config_is_the_config_file_with_its_overrides_and_refuses_a
   import gpu_campaign  # noqa: PLC0415
   run = gpu_campaign.PlannedRun('study/runs/x/seed_0', 'listops', (f'--config={path}:cpu', '--config.model.nokey=1',
                                                                    '--config.data.data_dir={generated_data}'))
-  with pytest.raises(ValueError, match=re.escape("run study/runs/x/seed_0: its flags give no config (AttributeError")):
-    gpu_campaign.data_sets([run], '/work')
+  for flags, error in (((f'--config={path}:cpu', '--config.model.nokey=1'), 'config.model.nokey is not a config key'),
+                       ((f'--config={path}:cpu', '--config.data.generator.seed=x'), 'config.data.generator.seed'),
+                       (('--config.data.generator.seed=1',), 'config.data.generator.seed')):  # No --config.
+    run = gpu_campaign.PlannedRun('study/runs/x/seed_0', 'listops', (*flags, '--config.data.data_dir={generated_data}'))
+    with pytest.raises(ValueError, match=re.escape(f'run study/runs/x/seed_0: ') + '.*' + re.escape(error)):
+      gpu_campaign.data_sets([run], '/work', '/d')
+
+
+def test_every_benchmark_of_both_variants_is_a_command_of_this_repository_the_campaign_fills_in():
+  """The GPU variant of configs/gpu_benchmarks.py runs only on a lent GPU: its commands are checked here."""
+  import gpu_campaign  # noqa: PLC0415
+  variants = {tiny: gpu_campaign.benchmarks(tiny, '/peer.py', '/w/{name}.json', '/w/traces/{name}')
+              for tiny in (False, True)}
+  assert list(variants[False]) == list(variants[True]) == ['lra', 'tiny', 'base', 'side_by_side', 'attention']
+  for commands in variants.values():
+    for name, (command, seconds) in commands.items():
+      assert command[0] == sys.executable and seconds > 0
+      assert not re.search(r'\{\w*\}', ' '.join(command)), (name, command)  # Every placeholder filled in.
+      files = [word for word in command[1:] if word.endswith('.py') and not word.startswith(('-', '/'))]
+      assert files and all(os.path.exists(os.path.join(ROOT, file)) for file in files), (name, files)
+      if name != 'attention':  # The figures (and the profiles) come back where the campaign reads them.
+        assert f'--out=/w/{name}.json' in command or f'--output=/w/{name}.json' in command, (name, command)
+        assert (f'--trace_dir=/w/traces/{name}' in command) == (name != 'side_by_side'), (name, command)
+      if '--peer_models=/peer.py' in command:
+        assert name == 'side_by_side'

@@ -103,7 +103,7 @@ def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path
 
 def named_tasks(path: str) -> set[str]:
   """The tasks a source file names in code: a string that is a task's name (a comparison, a dict key), one of
-  its modules, or a command's `--task=NAME`, or an import of its folder. Docstrings are prose and do not count."""
+  its modules or a command's `--task=NAME`; or an import of its folder. Docstrings are prose and do not count."""
   with open(path) as f:
     tree = ast.parse(f.read(), path)
   folders = task_folders()
@@ -115,7 +115,7 @@ def named_tasks(path: str) -> set[str]:
   for node in ast.walk(tree):
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
       named |= {name for name in folders if node.value == name or in_folder(node.value, name)
-                or re.search(rf'--task={name}\b', node.value)}
+                or re.search(rf'--task[= ]{name}\b', node.value)}
     elif isinstance(node, ast.Import):
       named |= {name for name in folders for alias in node.names if in_folder(alias.name, name)}
     elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -27,8 +27,8 @@ KEY_OF = 'config_key'
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
   """Hyper-parameters of the Transformer stack, as read from `config.model`: each field is that section's key
-  of the same name, but for `max_len` (the positions the task needs) and the optional `use_bias` and
-  `init_std`."""
+  of the same name (`use_bias` and `init_std` only where a task's model has them), but for `max_len`, the
+  positions the task needs; `transformer_config` converts `dtype` and `pos_encoding_options`."""
   emb_dim: int
   num_heads: int
   num_layers: int
@@ -65,7 +65,9 @@ class TransformerConfig:
 
 
 def _config_keys(whose: str) -> tuple[str, ...]:
-  return tuple(f.name for f in dataclasses.fields(TransformerConfig) if f.metadata.get(KEY_OF, 'every') == whose)
+  kinds = {f.name: f.metadata.get(KEY_OF, 'every') for f in dataclasses.fields(TransformerConfig)}
+  assert set(kinds.values()) <= {'every', 'optional', 'none'}, kinds
+  return tuple(name for name, kind in kinds.items() if kind == whose)
 
 
 # The Transformer stack's keys in every task's `config.model`, and those a task's model may add: the fields.
