@@ -266,6 +266,22 @@ def test_config_variants_read_and_bad_keys_are_named():
     settings.read_settings(config)
 
 
+def test_the_models_own_keys_are_its_fields_and_reach_it_and_a_missing_one_is_named():
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = 'input.txt'
+  config.model.update(randomized_positions=256, embedding_scaling='sqrt_dim')
+  model = settings.read_settings(config).model
+  assert settings.OWN_MODEL_KEYS == ('randomized_positions', 'embedding_scaling')
+  assert (model.randomized_positions, model.embedding_scaling, model.decode) == (256, 'sqrt_dim', False)
+  del config.model.embedding_scaling
+  with pytest.raises(ValueError, match=r"model lacks key\(s\) \['embedding_scaling'\]"):
+    settings.read_settings(config)
+  config.model.embedding_scaling = 'none'
+  config.model.decode = True  # A field the task derives is no key.
+  with pytest.raises(ValueError, match='model.decode is not a config key the code reads'):
+    settings.read_settings(config)
+
+
 def test_the_cosine_ends_at_the_minimum_learning_rate():
   config = shakespeare_char.get_config('cpu')
   schedule = optim.learning_rate_schedule(optim.read_settings(config.optimizer), 2000)

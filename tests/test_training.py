@@ -127,6 +127,19 @@ def test_lra_standard_config_validates_and_runs_a_forward_pass():
   assert logits.shape == (1, 10) and np.isfinite(logits).all()
 
 
+def test_the_classifiers_own_keys_are_its_fields_and_reach_it():
+  config = lra.get_config('cpu')
+  config.model.update(pooling='mean', classifier_dim=24, randomized_positions=128, length_multiple=8)
+  model = listops_settings.create_model(config)
+  assert listops_settings.OWN_MODEL_KEYS == ('pooling', 'classifier_dim', 'pos_encoding_placement',
+                                             'randomized_positions', 'length_multiple')
+  assert (model.pooling, model.classifier_dim, model.randomized_positions, model.length_multiple) == (
+      'mean', 24, 128, 8)
+  config.model.pad_id = 1  # A field the task derives is no key.
+  with pytest.raises(ValueError, match='model.pad_id is not a config key the code reads'):
+    listops_settings.create_model(config)
+
+
 def test_a_sequence_without_its_batch_axis_is_named_at_the_model_boundary():
   model = listops_settings.create_model(lra.get_config('cpu'))
   with pytest.raises(AssertionError, match=r'rank 1 \(shape \(64,\)\) but expected 2'):

@@ -11,7 +11,7 @@ from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, config_keys, transformer_config
 from lra_posenc.training.config_checks import ConfigHistory, check_keys, section_keys
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_positive, check_section_choice
@@ -31,8 +31,8 @@ CONFIG_HISTORY = {TASK: ConfigHistory(data_key='generator', upgrade=_upgrade_old
 
 GENERATOR_KEYS = ('seed', 'num_train_samples', 'num_valid_samples', 'num_test_samples') + tuple(
     f.name for f in dataclasses.fields(generator.GeneratorOptions))
-MODEL_KEYS = CONFIG_KEYS + ('pooling', 'classifier_dim', 'pos_encoding_placement', 'randomized_positions',
-                            'length_multiple')
+OWN_MODEL_KEYS = config_keys(TransformerClassifier)  # The classifier's keys beside the Transformer stack's.
+MODEL_KEYS = CONFIG_KEYS + OWN_MODEL_KEYS
 SELECTION_METRICS = ('accuracy',)
 
 
@@ -110,10 +110,7 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> Transfor
     raise ValueError(f'model.pos_encoding_placement={model.pos_encoding_placement!r} needs an additive encoding '
                      f'({additive}); model.pos_encoding={model.pos_encoding!r} acts inside attention')
   return TransformerClassifier(transformer, vocab_size=len(input_pipeline.VOCAB), num_classes=data.num_classes,
-                               pooling=model.pooling, classifier_dim=model.classifier_dim,
-                               pos_encoding_placement=model.pos_encoding_placement,
-                               randomized_positions=model.randomized_positions,
-                               length_multiple=model.length_multiple)
+                               **{key: model[key] for key in OWN_MODEL_KEYS})
 
 
 def read_scoring_settings(config: ml_collections.ConfigDict) -> ScoringSettings:

@@ -11,7 +11,8 @@ from lra_posenc import encodings
 from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
-from lra_posenc.models.transformer import CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.models.transformer import (CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, config_keys,
+                                           transformer_config)
 from lra_posenc.training.config_checks import ConfigHistory, check_keys, read_section
 from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
 from lra_posenc.validation import check_choice, check_range
@@ -28,9 +29,10 @@ def _upgrade_old_config(config: dict) -> None:
 # How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`; every one has `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}
-# The model's keys beside the Transformer stack's: GPT-2's biases and initialisation (models.transformer), and
-# randomized positions and the embeddings' parametrisation (models.language_model).
-MODEL_KEYS = CONFIG_KEYS + OPTIONAL_CONFIG_KEYS + ('randomized_positions', 'embedding_scaling')
+# The model's keys: the Transformer stack's with GPT-2's biases and initialisation (models.transformer), and the
+# language model's own (randomized positions, the embeddings' parametrisation).
+OWN_MODEL_KEYS = config_keys(LanguageModel)
+MODEL_KEYS = CONFIG_KEYS + OPTIONAL_CONFIG_KEYS + OWN_MODEL_KEYS
 # What picks the best checkpoint (higher is better): the validation split's mean log-probability of a token
 # (nats; minus the loss), or its next-token accuracy.
 SELECTION_METRICS = ('log_likelihood', 'accuracy')
@@ -123,8 +125,7 @@ def read_model(model: ml_collections.ConfigDict, data: DataSettings, *, vocab_si
     raise ValueError(f'model.randomized_positions={model.randomized_positions} must be 0 (off) or at least '
                      f'data.block_size={data.block_size}')
   transformer = transformer_config(model, max_len=max(data.block_size, model.randomized_positions))
-  return LanguageModel(transformer, vocab_size=vocab_size, randomized_positions=model.randomized_positions,
-                       embedding_scaling=model.embedding_scaling)
+  return LanguageModel(transformer, vocab_size=vocab_size, **{key: model[key] for key in OWN_MODEL_KEYS})
 
 
 def transformer_of(config: ml_collections.ConfigDict) -> TransformerConfig:

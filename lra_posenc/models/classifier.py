@@ -1,11 +1,14 @@
 """Sequence classifier: token embeddings, Transformer encoder, pooling, MLP head (as in LRA)."""
+import dataclasses
+
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from lra_posenc import encodings
-from lra_posenc.models.transformer import Encoder, TransformerConfig, create_encoding, padded_length, randomized_positions
+from lra_posenc.models.transformer import (DERIVED, Encoder, TransformerConfig, create_encoding, padded_length,
+                                           randomized_positions)
 
 POOLINGS = ('cls', 'mean')
 # 'after_encoder' adds an additive encoding to the encoder's output instead of its input: the
@@ -33,14 +36,17 @@ class TransformerClassifier(nn.Module):
   even lengths, can serve it. The parameters are the unpadded model's, and so are its outputs
   and gradients up to rounding (tests/test_padding.py), except that dropout inside the encoder
   draws other masks, of the same rate, over the padded shape.
+
+  The unmarked fields are `config.model` keys of the same name (`transformer.config_keys`); the task derives
+  the others.
   """
-  config: TransformerConfig
-  vocab_size: int
-  num_classes: int
+  config: TransformerConfig = dataclasses.field(metadata=DERIVED)
+  vocab_size: int = dataclasses.field(metadata=DERIVED)
+  num_classes: int = dataclasses.field(metadata=DERIVED)
   pooling: str
   classifier_dim: int
   pos_encoding_placement: str = 'input'
-  pad_id: int = 0
+  pad_id: int = dataclasses.field(default=0, metadata=DERIVED)
   randomized_positions: int = 0
   length_multiple: int = 1
 

@@ -9,13 +9,15 @@ the token embedding table transposed (tied). Biases and the initialisation follo
 sinusoidal table's entries do (Vaswani et al. 2017, section 3.4; fairseq's language models, which ALiBi's
 paper compares). Either way the output logits are the final states times the table, transposed.
 """
+import dataclasses
+
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from lra_posenc.models.seq2seq import output_logits
-from lra_posenc.models.transformer import Decoder, TransformerConfig, randomized_positions
+from lra_posenc.models.transformer import DERIVED, Decoder, TransformerConfig, randomized_positions
 
 Array = jax.Array
 
@@ -28,12 +30,13 @@ class LanguageModel(nn.Module):
   generation read 0 ... length - 1, so an input of up to L tokens sits at positions training has seen.
   `config.max_len` must cover L. With `decode=True` the model keeps a key/value cache
   (`MultiHeadAttention`): a first call with [batch, max_len] ids shapes it, each later call takes one
-  token per row.
+  token per row. The unmarked fields are `config.model` keys of the same name (`transformer.config_keys`); the
+  task derives the others.
   """
-  config: TransformerConfig
-  vocab_size: int
+  config: TransformerConfig = dataclasses.field(metadata=DERIVED)
+  vocab_size: int = dataclasses.field(metadata=DERIVED)
   randomized_positions: int = 0
-  decode: bool = False
+  decode: bool = dataclasses.field(default=False, metadata=DERIVED)
   embedding_scaling: str = 'none'
 
   def attention_calls(self, length: int) -> dict[str, tuple[int, int, bool, bool]]:

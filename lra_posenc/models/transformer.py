@@ -19,9 +19,10 @@ Array = jax.Array
 ModelT = TypeVar('ModelT', bound=nn.Module)
 
 
-# Whose `config.model` key a TransformerConfig field is (its metadata under KEY_OF): 'every' task's (unmarked
-# fields), an 'optional' one only some tasks' models have, or 'none': the task derives it.
+# Whose `config.model` key a field of TransformerConfig or of a task's model is (its metadata under KEY_OF):
+# 'every' task's (unmarked fields), an 'optional' one only some tasks' models have, or 'none': the task derives it.
 KEY_OF = 'config_key'
+DERIVED = {KEY_OF: 'none'}  # The metadata of a field that is no `config.model` key.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +39,7 @@ class TransformerConfig:
   attention_dropout_rate: float
   pos_encoding: str
   pos_encoding_options: object
-  max_len: int = dataclasses.field(metadata={KEY_OF: 'none'})
+  max_len: int = dataclasses.field(metadata=DERIVED)
   dtype: jnp.dtype = jnp.dtype(jnp.float32)
   attention_implementation: str = 'auto'
   remat: bool = False
@@ -64,14 +65,17 @@ class TransformerConfig:
     return nn.initializers.normal(self.init_std / (2 * self.num_layers) ** 0.5 if into_residual else self.init_std)
 
 
-def _config_keys(whose: str) -> tuple[str, ...]:
-  kinds = {f.name: f.metadata.get(KEY_OF, 'every') for f in dataclasses.fields(TransformerConfig)}
+def config_keys(fields_of: type, whose: str = 'every') -> tuple[str, ...]:
+  """The `config.model` keys among the fields of `fields_of` (a dataclass, a Flax module among them) that are
+  `whose` ('every', 'optional'), in field order; Flax's own fields (parent, name) are none."""
+  kinds = {f.name: f.metadata.get(KEY_OF, 'every') for f in dataclasses.fields(fields_of)
+           if f.name not in ('parent', 'name') or not issubclass(fields_of, nn.Module)}
   assert set(kinds.values()) <= {'every', 'optional', 'none'}, kinds
   return tuple(name for name, kind in kinds.items() if kind == whose)
 
 
 # The Transformer stack's keys in every task's `config.model`, and those a task's model may add: the fields.
-CONFIG_KEYS, OPTIONAL_CONFIG_KEYS = _config_keys('every'), _config_keys('optional')
+CONFIG_KEYS, OPTIONAL_CONFIG_KEYS = config_keys(TransformerConfig), config_keys(TransformerConfig, 'optional')
 # Where each block's layer norms sit: 'pre', before each sublayer with one more after the stack (stable
 # without warmup; Xiong et al. 2020), or 'post', after each residual sum (Vaswani et al. 2017; fairseq's
 # default, the Multi30k literature's).
