@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lra_posenc import encodings
-from lra_posenc.models import attention
+from lra_posenc.models import attention, dense
 from lra_posenc.models.transformer import attention_paths, transformer_config
 from lra_posenc.listops import train as listops_train
 from lra_posenc.listops import settings as listops_settings
@@ -289,3 +289,41 @@ def test_cudnn_asked_for_a_content_term_is_a_config_error(monkeypatch):
     transformer_config(config.model, max_len=65)
   config.model.pos_encoding = 'alibi'
   transformer_config(config.model, max_len=65)
+
+
+# (input shape, kernel shape, dimension numbers): nn.Dense; nn.DenseGeneral onto heads and from them; a contraction
+# that is not a projection's, and a batched one, which are lax.dot_general's own.
+PRODUCTS = [
+    ((2, 5, 3), (3, 4), (((2,), (0,)), ((), ()))),
+    ((2, 5, 6), (6, 2, 3), (((2,), (0,)), ((), ()))),
+    ((2, 5, 2, 3), (2, 3, 6), (((2, 3), (0, 1)), ((), ()))),
+    ((3, 5), (4, 3), (((0,), (1,)), ((), ()))),
+    ((2, 5, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,)))),
+]
+
+
+@pytest.mark.parametrize('input_shape,kernel_shape,dimension_numbers', PRODUCTS)
+@pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
+def test_the_projections_product_and_its_gradients_are_jaxs_own(input_shape, kernel_shape, dimension_numbers, dtype):
+  rng = np.random.default_rng(0)
+  inputs, kernel = (jnp.asarray(rng.normal(size=shape), dtype) for shape in (input_shape, kernel_shape))
+  ours, ours_vjp = jax.vjp(lambda x, k: dense.dense_dot_general(x, k, dimension_numbers), inputs, kernel)
+  jaxs, jaxs_vjp = jax.vjp(lambda x, k: jax.lax.dot_general(x, k, dimension_numbers), inputs, kernel)
+  cotangent = jnp.asarray(rng.normal(size=jaxs.shape), dtype)
+  tolerance = 1e-6 if dtype == jnp.float32 else 2e-2
+  assert ours.shape == jaxs.shape and ours.dtype == jaxs.dtype
+  np.testing.assert_allclose(np.float32(ours), np.float32(jaxs), rtol=tolerance, atol=tolerance)
+  for our_gradient, jax_gradient in zip(ours_vjp(cotangent), jaxs_vjp(cotangent)):
+    assert our_gradient.shape == jax_gradient.shape and our_gradient.dtype == jax_gradient.dtype
+    np.testing.assert_allclose(np.float32(our_gradient), np.float32(jax_gradient), rtol=tolerance, atol=tolerance)
+
+
+def test_the_projections_kernel_gradient_is_a_product_of_the_inputs_transposed():
+  """The reason for `dense`: the kernel's gradient multiplies the inputs, transposed, by the output gradient
+  as it is, so nothing that produced the gradient is computed in transposed order."""
+  inputs, kernel, cotangent = jnp.ones((2, 5, 3)), jnp.ones((3, 4)), jnp.ones((2, 5, 4))
+  product = lambda k: dense.dense_dot_general(inputs, k, (((2,), (0,)), ((), ())))
+  jaxpr = jax.make_jaxpr(lambda k, g: jax.vjp(product, k)[1](g))(kernel, cotangent)
+  products = [eqn for eqn in jaxpr.jaxpr.eqns if eqn.primitive.name == 'dot_general']
+  assert [(eqn.invars[0].aval.shape, eqn.invars[1].aval.shape) for eqn in products
+          if eqn.outvars[0].aval.shape == kernel.shape] == [((3, 10), (10, 4))]

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from lra_posenc.encodings import AttentionTerms
+from lra_posenc.models.dense import dense_dot_general
 from lra_posenc.models.dropout import dropout
 
 Array = jax.Array
@@ -209,7 +210,7 @@ class MultiHeadAttention(nn.Module):
                deterministic: bool, causal: bool = False, cache_index: Array | None = None) -> Array:
     head_dim = self.qkv_dim // self.num_heads
     projection = lambda name: nn.DenseGeneral((self.num_heads, head_dim), dtype=self.dtype, use_bias=self.use_bias,
-                                              kernel_init=self.kernel_init, name=name)
+                                              kernel_init=self.kernel_init, dot_general=dense_dot_general, name=name)
     query = projection('query')(inputs_q)
     key = projection('key')(inputs_kv)
     value = projection('value')(inputs_kv)
@@ -234,7 +235,7 @@ class MultiHeadAttention(nn.Module):
     out = attend(query, key, value, bias=bias, key_valid=key_valid, causal=causal,
                  implementation=path.implementation, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng)
     return nn.DenseGeneral(inputs_q.shape[-1], axis=(-2, -1), dtype=self.dtype, use_bias=self.use_bias,
-                           kernel_init=self.out_kernel_init, name='out')(out)
+                           kernel_init=self.out_kernel_init, dot_general=dense_dot_general, name='out')(out)
 
   def _through_cache(self, key: Array, value: Array, cache_index: Array | None) -> tuple[Array, Array]:
     initialized = self.has_variable('cache', 'cached_key')

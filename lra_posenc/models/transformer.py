@@ -12,6 +12,7 @@ import ml_collections
 from lra_posenc import encodings
 from lra_posenc.models import attention
 from lra_posenc.models.attention import MultiHeadAttention
+from lra_posenc.models.dense import dense_dot_general
 from lra_posenc.models.dropout import Dropout
 from lra_posenc.validation import check_positive, check_range, check_section_choice
 
@@ -193,7 +194,8 @@ class MlpBlock(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array, *, deterministic: bool) -> Array:
-    dense = lambda features, init: nn.Dense(features, dtype=self.dtype, use_bias=self.use_bias, kernel_init=init)
+    dense = lambda features, init: nn.Dense(features, dtype=self.dtype, use_bias=self.use_bias, kernel_init=init,
+                                            dot_general=dense_dot_general)
     y = ACTIVATIONS[self.activation](dense(self.mlp_dim, self.kernel_init)(x))
     y = Dropout(self.dropout_rate)(y, deterministic=deterministic)
     return dense(x.shape[-1], self.out_kernel_init)(y)
