@@ -5,8 +5,8 @@ kernel's leading ones, so it is one [tokens, k] x [k, n] product. Differentiated
 is a `dot_general` over the token axes, and XLA:CPU computes it from the output gradient transposed: it fuses
 whatever produced that gradient (the MLP's GELU backward, three inputs and a tanh term) into a transposing copy,
 elementwise work in column order. Written as inputs^T . gradient, the same sums, the copy moves only the inputs:
-the language model's `:cpu` step took 0.768 of its time (PERFORMANCE.md). Values and gradients equal JAX's own
-(tests/test_attention.py).
+the language model's `:cpu` step took 0.768 of its time (PERFORMANCE.md). Values and gradients are JAX's own up
+to the rounding of another summation order (tests/test_attention.py).
 """
 import functools
 import math
