@@ -7,6 +7,7 @@ written out, independent of JAX. cuDNN cases run only on an NVIDIA GPU
 import re
 import types
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -291,31 +292,52 @@ def test_cudnn_asked_for_a_content_term_is_a_config_error(monkeypatch):
   transformer_config(config.model, max_len=65)
 
 
-# (input shape, kernel shape, dimension numbers): nn.Dense; nn.DenseGeneral onto heads and from them; a contraction
-# that is not a projection's, and a batched one, which are lax.dot_general's own.
+# (input shape, kernel shape, dimension numbers, whether `dense` computes it): nn.Dense; nn.DenseGeneral onto heads
+# and from them; a zero-size contraction; a contraction that is not a projection's, and a batched one, which are
+# lax.dot_general's own.
 PRODUCTS = [
-    ((2, 5, 3), (3, 4), (((2,), (0,)), ((), ()))),
-    ((2, 5, 6), (6, 2, 3), (((2,), (0,)), ((), ()))),
-    ((2, 5, 2, 3), (2, 3, 6), (((2, 3), (0, 1)), ((), ()))),
-    ((3, 5), (4, 3), (((0,), (1,)), ((), ()))),
-    ((2, 5, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,)))),
+    ((2, 5, 3), (3, 4), (((2,), (0,)), ((), ())), True),
+    ((2, 5, 6), (6, 2, 3), (((2,), (0,)), ((), ())), True),
+    ((2, 5, 2, 3), (2, 3, 6), (((2, 3), (0, 1)), ((), ())), True),
+    ((2, 5, 0), (0, 4), (((2,), (0,)), ((), ())), True),
+    ((3, 5), (4, 3), (((0,), (1,)), ((), ())), False),
+    ((2, 5, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,))), False),
 ]
 
 
-@pytest.mark.parametrize('input_shape,kernel_shape,dimension_numbers', PRODUCTS)
+def takes_dense_product(fn, *args) -> bool:
+  return any(eqn.primitive.name == 'custom_vjp_call' for eqn in jax.make_jaxpr(fn)(*args).jaxpr.eqns)
+
+
+@pytest.mark.parametrize('input_shape,kernel_shape,dimension_numbers,ours', PRODUCTS)
 @pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
-def test_the_projections_product_and_its_gradients_are_jaxs_own(input_shape, kernel_shape, dimension_numbers, dtype):
+def test_the_projections_product_and_its_gradients_are_jaxs_own(input_shape, kernel_shape, dimension_numbers, ours,
+                                                                 dtype):
   rng = np.random.default_rng(0)
   inputs, kernel = (jnp.asarray(rng.normal(size=shape), dtype) for shape in (input_shape, kernel_shape))
-  ours, ours_vjp = jax.vjp(lambda x, k: dense.dense_dot_general(x, k, dimension_numbers), inputs, kernel)
+  product = lambda x, k: dense.dense_dot_general(x, k, dimension_numbers)
+  assert takes_dense_product(product, inputs, kernel) == ours
+  result, result_vjp = jax.vjp(product, inputs, kernel)
   jaxs, jaxs_vjp = jax.vjp(lambda x, k: jax.lax.dot_general(x, k, dimension_numbers), inputs, kernel)
   cotangent = jnp.asarray(rng.normal(size=jaxs.shape), dtype)
   tolerance = 1e-6 if dtype == jnp.float32 else 2e-2
-  assert ours.shape == jaxs.shape and ours.dtype == jaxs.dtype
-  np.testing.assert_allclose(np.float32(ours), np.float32(jaxs), rtol=tolerance, atol=tolerance)
-  for our_gradient, jax_gradient in zip(ours_vjp(cotangent), jaxs_vjp(cotangent)):
+  assert result.shape == jaxs.shape and result.dtype == jaxs.dtype
+  np.testing.assert_allclose(np.float32(result), np.float32(jaxs), rtol=tolerance, atol=tolerance)
+  for our_gradient, jax_gradient in zip(result_vjp(cotangent), jaxs_vjp(cotangent)):
     assert our_gradient.shape == jax_gradient.shape and our_gradient.dtype == jax_gradient.dtype
     np.testing.assert_allclose(np.float32(our_gradient), np.float32(jax_gradient), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize('layer,ours', [
+    (nn.Dense(4, dot_general=dense.dense_dot_general), True),
+    (nn.DenseGeneral((2, 3), dot_general=dense.dense_dot_general), True),
+    (nn.DenseGeneral(4, axis=(-2, -1), dot_general=dense.dense_dot_general), True),
+    (nn.DenseGeneral(4, batch_dims=(0,), dot_general=dense.dense_dot_general), False),
+])
+def test_flax_projections_take_the_dense_product_and_batched_ones_do_not(layer, ours):
+  inputs = jnp.ones((2, 5, 6))
+  params = layer.init(jax.random.PRNGKey(0), inputs)
+  assert takes_dense_product(lambda p: layer.apply(p, inputs), params) == ours
 
 
 def test_the_projections_kernel_gradient_is_a_product_of_the_inputs_transposed():

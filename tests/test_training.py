@@ -129,12 +129,13 @@ def test_lra_standard_config_validates_and_runs_a_forward_pass():
 
 def test_the_classifiers_own_keys_are_its_fields_and_reach_it():
   config = lra.get_config('cpu')
-  config.model.update(pooling='mean', classifier_dim=24, randomized_positions=128, length_multiple=8)
+  config.model.update(pooling='mean', classifier_dim=24, pos_encoding_placement='after_encoder',
+                      pos_encoding='sinusoidal', randomized_positions=128, length_multiple=8)
   model = listops_settings.create_model(config)
   assert listops_settings.OWN_MODEL_KEYS == ('pooling', 'classifier_dim', 'pos_encoding_placement',
                                              'randomized_positions', 'length_multiple')
-  assert (model.pooling, model.classifier_dim, model.randomized_positions, model.length_multiple) == (
-      'mean', 24, 128, 8)
+  assert (model.pooling, model.classifier_dim, model.pos_encoding_placement, model.randomized_positions,
+          model.length_multiple) == ('mean', 24, 'after_encoder', 128, 8)
   config.model.pad_id = 1  # A field the task derives is no key.
   with pytest.raises(ValueError, match='model.pad_id is not a config key the code reads'):
     listops_settings.create_model(config)

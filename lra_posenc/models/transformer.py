@@ -1,6 +1,7 @@
 """Transformer encoder and decoder (pre- or post-LayerNorm) with a pluggable positional encoding."""
 import dataclasses
 import functools
+import types
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -23,7 +24,7 @@ ModelT = TypeVar('ModelT', bound=nn.Module)
 # Whose `config.model` key a field of TransformerConfig or of a task's model is (its metadata under KEY_OF):
 # 'every' task's (unmarked fields), an 'optional' one only some tasks' models have, or 'none': the task derives it.
 KEY_OF = 'config_key'
-DERIVED = {KEY_OF: 'none'}  # The metadata of a field that is no `config.model` key.
+DERIVED = types.MappingProxyType({KEY_OF: 'none'})  # The metadata of a field that is no `config.model` key.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,9 @@ def config_keys(fields_of: type, whose: str = 'every') -> tuple[str, ...]:
   `whose` ('every', 'optional'), in field order; Flax's own fields (parent, name) are none."""
   kinds = {f.name: f.metadata.get(KEY_OF, 'every') for f in dataclasses.fields(fields_of)
            if f.name not in ('parent', 'name') or not issubclass(fields_of, nn.Module)}
-  assert set(kinds.values()) <= {'every', 'optional', 'none'}, kinds
+  for name, kind in kinds.items():
+    if kind not in ('every', 'optional', 'none'):
+      raise ValueError(f"{fields_of.__name__}.{name}: {KEY_OF} {kind!r} is not 'every', 'optional' or 'none'")
   return tuple(name for name, kind in kinds.items() if kind == whose)
 
 
