@@ -146,9 +146,11 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, key_va
            dropout_rng: Array | None = None) -> Array:
   """Scaled dot-product attention over [batch, length, heads, head_dim] inputs.
 
-  `implementation` is 'xla' or 'cudnn' (as `choose_path` decided). On XLA without
-  attention dropout this is `jax.nn.dot_product_attention`; dropout on the attention
-  weights needs the weights themselves, so it takes the explicit einsum path. cuDNN
+  `implementation` is 'xla' or 'cudnn' (as `choose_path` decided). On XLA the weights are
+  formed explicitly (`attention_weights`), dropped out where asked, and applied by an einsum.
+  That is `jax.nn.dot_product_attention`'s XLA arithmetic, but its softmax runs under a
+  `vmap`, and XLA:CPU then hands the softmax's backward sum to a slow YNNPACK reduction:
+  the language model's `:cpu` step took about 0.9 of its time this way (PERFORMANCE.md). cuDNN
   takes padding as per-row key counts, so there `key_valid` must mark a prefix of the
   keys (trailing padding, as every pipeline here pads): anything else makes the output
   NaN, which the trainer's non-finite guard reports, rather than silently wrong.
@@ -158,9 +160,9 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, key_va
   if bias is not None and bias.shape[0] != query.shape[0]:
     bias = broadcast_over_batch(bias, query.shape[0])
   mask = attention_mask(key_valid, causal=causal, query_length=query.shape[1])
-  if dropout_rng is None or dropout_rate == 0.0:
-    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, implementation='xla')
-  weights = dropout(attention_weights(query, key, bias=bias, mask=mask).astype(value.dtype), dropout_rate, dropout_rng)
+  weights = attention_weights(query, key, bias=bias, mask=mask).astype(value.dtype)
+  if dropout_rng is not None and dropout_rate > 0.0:
+    weights = dropout(weights, dropout_rate, dropout_rng)
   return jnp.einsum('bhqk,bkhd->bqhd', weights, value)
 
 
