@@ -132,6 +132,30 @@ def test_attention_weights_dropout_path_keeps_the_oracle_in_expectation():
   np.testing.assert_allclose(outputs.mean(0), expected, atol=0.03)
 
 
+
+@pytest.mark.parametrize('dtype', [jnp.bfloat16, jnp.float32])  # transformer.DTYPES
+def test_the_xla_path_agrees_with_jax_dot_product_attention_in_every_dtype(dtype):
+  """`attend` on XLA forms the weights itself; `jax.nn.dot_product_attention` (its XLA path, which it replaced)
+  must give the same output and gradients up to one rounding of the dtype, with a bias, padding and the causal mask,
+  and the logits' product must use the dot algorithm that function uses for bfloat16 inputs."""
+  keys = jax.random.split(jax.random.key(0), 5)
+  query, key, value = (jax.random.normal(k, (BATCH, LENGTH, HEADS, HEAD_DIM)).astype(dtype) for k in keys[:3])
+  bias = jax.random.normal(keys[3], (1, HEADS, LENGTH, LENGTH)).astype(dtype)
+  cotangent = jax.random.normal(keys[4], query.shape).astype(dtype)
+  mask = jnp.asarray(KEY_VALID)[:, None, None, :] & jnp.tril(jnp.ones((LENGTH, LENGTH), bool))
+  ours = lambda *args: attention.attend(*args[:3], bias=args[3], key_valid=jnp.asarray(KEY_VALID), causal=True)
+  theirs = lambda *args: jax.nn.dot_product_attention(*args[:3], bias=args[3], mask=mask, implementation='xla')
+  inputs = (query, key, value, bias)
+  for result, expected in zip(
+      (ours(*inputs), *jax.grad(lambda *a: (ours(*a) * cotangent).astype(jnp.float32).sum(), (0, 1, 2, 3))(*inputs)),
+      (theirs(*inputs), *jax.grad(lambda *a: (theirs(*a) * cotangent).astype(jnp.float32).sum(), (0, 1, 2, 3))(*inputs))):
+    result, expected = np.asarray(result, np.float32), np.asarray(expected, np.float32)
+    np.testing.assert_allclose(result, expected, rtol=0, atol=2 * float(jnp.finfo(dtype).eps) * np.abs(expected).max())
+  products = [e for e in jax.make_jaxpr(ours)(*inputs).jaxpr.eqns if e.primitive.name == 'dot_general']
+  expected_algorithm = {jnp.bfloat16: jax.lax.DotAlgorithmPreset.BF16_BF16_F32, jnp.float32: None}[dtype]
+  assert products[0].params['precision'] == expected_algorithm
+
+
 def fake_gpu(capability: str = '9.0') -> types.SimpleNamespace:
   """What `choose_path` reads of a device, as an NVIDIA GPU of `capability` reports it."""
   return types.SimpleNamespace(platform='gpu', device_kind='NVIDIA H100 80GB HBM3', compute_capability=capability,

@@ -545,8 +545,10 @@ def test_sowed_attention_weights_are_the_ones_attention_uses():
   weights = attention_weights(query, key, bias=bias, mask=key_valid[:, None, None, :])
   np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
   assert float(weights[1, :, :, 3:].max()) == 0.0
-  np.testing.assert_allclose(jnp.einsum('bhqk,bkhd->bqhd', weights, value),
-                             attend(query, key, value, bias=bias, key_valid=key_valid), atol=1e-5)
+  output = attend(query, key, value, bias=bias, key_valid=key_valid)
+  np.testing.assert_allclose(jnp.einsum('bhqk,bkhd->bqhd', weights, value), output, atol=1e-5)
+  np.testing.assert_allclose(jax.nn.dot_product_attention(query, key, value, bias=bias,  # An independent path.
+                                                          mask=key_valid[:, None, None, :]), output, atol=1e-5)
 
 
 def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():

@@ -112,13 +112,19 @@ def choose_path(requested: str, call: AttentionCall, device: Any) -> AttentionPa
   return AttentionPath('xla', obstacle)
 
 
+# The logits' product for bfloat16 inputs: `jax.nn.dot_product_attention`'s choice (inputs in bfloat16, float32
+# accumulation, in the backward products too); None (the default) for float32, the other model dtype.
+LOGIT_ALGORITHMS = {jnp.dtype(jnp.bfloat16): jax.lax.DotAlgorithmPreset.BF16_BF16_F32}
+
+
 def attention_weights(query: Array, key: Array, *, bias: Array | None, mask: Array | None) -> Array:
   """Softmax attention weights [batch, heads, q_length, k_length], in float32.
 
   Logits accumulate in float32 whatever the inputs' dtype, as in `jax.nn.dot_product_attention`:
   a bfloat16 ALiBi bias of -1000 would be off by up to 4.
   """
-  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key, preferred_element_type=jnp.float32)
+  logits = jnp.einsum('bqhd,bkhd->bhqk', query, key, precision=LOGIT_ALGORITHMS.get(jnp.dtype(query.dtype)),
+                      preferred_element_type=jnp.float32)
   logits = logits / jnp.sqrt(query.shape[-1]).astype(jnp.float32)
   if bias is not None:
     logits = logits + bias.astype(jnp.float32)
@@ -147,11 +153,12 @@ def attend(query: Array, key: Array, value: Array, *, bias: Array | None, key_va
   """Scaled dot-product attention over [batch, length, heads, head_dim] inputs.
 
   `implementation` is 'xla' or 'cudnn' (as `choose_path` decided). On XLA the weights are
-  formed explicitly (`attention_weights`), dropped out where asked, and applied by an einsum.
-  That is `jax.nn.dot_product_attention`'s XLA arithmetic, but its softmax runs under a
-  `vmap`, and XLA:CPU then hands the softmax's backward sum to a slow YNNPACK reduction:
-  the language model's `:cpu` step took about 0.9 of its time this way (PERFORMANCE.md). cuDNN
-  takes padding as per-row key counts, so there `key_valid` must mark a prefix of the
+  formed explicitly (`attention_weights`), dropped out where asked, and applied by an einsum:
+  `jax.nn.dot_product_attention`'s arithmetic up to rounding (it multiplies by 1/sqrt(head_dim)
+  where this divides), without the `vmap` under which it computes the softmax. Given that
+  `vmap`, XLA:CPU left the softmax's backward sum to a slow YNNPACK reduction; with the weights
+  formed here the language model's `:cpu` train step takes about 0.92 of the time it took
+  (PERFORMANCE.md). cuDNN takes padding as per-row key counts, so there `key_valid` must mark a prefix of the
   keys (trailing padding, as every pipeline here pads): anything else makes the output
   NaN, which the trainer's non-finite guard reports, rather than silently wrong.
   """
