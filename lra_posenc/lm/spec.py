@@ -9,8 +9,8 @@ SUMMARY_TABLES = (
                 'whole validation split in non-overlapping windows of 1 to 16 times the training length, ranked and '
                 'tested at 16 times (1024 characters); learned trained at 1213296, alibi, rope and sinusoidal seed 0 at '
                 '9e5d7cd, the rest at 1b8be00 or later (character-level model, data and training unchanged between '
-                'them, but for the order in which the projections\' gradients are summed from 94849e3 on, in the 10 '
-                'runs at dcb40ef: rounding only)',
+                'them, except that from 94849e3 on, in the runs at dcb40ef, the projections\' gradients are summed in '
+                'another order: rounding only)',
      'sources': ('lm_shakespeare_char_cpu/runs',),
      'metric': 'validation loss at 1024', 'lower_is_better': True, 'axis': 'validation loss (nats), windows of 1024',
      'columns': tuple((f'validation loss at {length}', str(length)) for length in (64, 128, 256, 512, 1024)),
