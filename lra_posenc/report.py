@@ -190,8 +190,14 @@ def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tu
 
 
 def p_cell(p: float | None) -> str:
-  """A p-value as the tables print it: three decimals, '< 0.001' below that, 'n/a' where no test ran."""
-  return 'n/a' if p is None else ('< 0.001' if p < 0.0005 else f'{p:.3f}')
+  """A p-value as the tables print it: three decimals, '< 0.001' below that, 'n/a' where no test ran; four
+  decimals where three would round a p below 0.05 up to the threshold (0.0499, read "significant at 5%")."""
+  if p is None:
+    return 'n/a'
+  if p < 0.0005:
+    return '< 0.001'
+  return f'{p:.4f}' if p < 0.05 <= round(p, 3) else f'{p:.3f}'
+
 
 
 def significance(p: float | None) -> str:

@@ -316,3 +316,9 @@ def test_caveats_count_budget_endings_few_seeds_and_mixed_versions_from_the_run_
   assert notes[2:] == ['2 devices: not recorded (6 runs), NVIDIA H100 (1 run)',
                        '2 matrix-product precisions: not recorded (6 runs), highest (1 run)',
                        '2 code versions: not recorded (6 runs), aaaaaaa (1 run)']
+
+
+@pytest.mark.parametrize('p, cell', [(None, 'n/a'), (0.0004, '< 0.001'), (0.012, '0.012'), (0.0499, '0.0499'),
+                                     (0.04951, '0.0495'), (0.0504, '0.050'), (0.05, '0.050'), (0.7089, '0.709')])
+def test_a_p_value_below_5_percent_never_prints_as_0_050(p, cell):
+  assert report.p_cell(p) == cell
