@@ -199,7 +199,6 @@ def p_cell(p: float | None) -> str:
   return f'{p:.4f}' if p < 0.05 <= round(p, 3) else f'{p:.3f}'
 
 
-
 def significance(p: float | None) -> str:
   """How a p-value reads here: p < 0.05 is significant at 5%; anything else, a missing test included, is not
   established."""

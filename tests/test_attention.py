@@ -132,7 +132,6 @@ def test_attention_weights_dropout_path_keeps_the_oracle_in_expectation():
   np.testing.assert_allclose(outputs.mean(0), expected, atol=0.03)
 
 
-
 @pytest.mark.parametrize('dtype', [jnp.bfloat16, jnp.float32])  # transformer.DTYPES
 def test_the_xla_path_agrees_with_jax_dot_product_attention_in_every_dtype(dtype):
   """`attend` on XLA forms the weights itself; `jax.nn.dot_product_attention` (its XLA path, which it replaced)
@@ -146,9 +145,12 @@ def test_the_xla_path_agrees_with_jax_dot_product_attention_in_every_dtype(dtype
   ours = lambda *args: attention.attend(*args[:3], bias=args[3], key_valid=jnp.asarray(KEY_VALID), causal=True)
   theirs = lambda *args: jax.nn.dot_product_attention(*args[:3], bias=args[3], mask=mask, implementation='xla')
   inputs = (query, key, value, bias)
-  for result, expected in zip(
-      (ours(*inputs), *jax.grad(lambda *a: (ours(*a) * cotangent).astype(jnp.float32).sum(), (0, 1, 2, 3))(*inputs)),
-      (theirs(*inputs), *jax.grad(lambda *a: (theirs(*a) * cotangent).astype(jnp.float32).sum(), (0, 1, 2, 3))(*inputs))):
+
+  def output_and_gradients(attention_fn):
+    loss = lambda *args: (attention_fn(*args) * cotangent).astype(jnp.float32).sum()
+    return attention_fn(*inputs), *jax.grad(loss, (0, 1, 2, 3))(*inputs)
+
+  for result, expected in zip(output_and_gradients(ours), output_and_gradients(theirs)):
     result, expected = np.asarray(result, np.float32), np.asarray(expected, np.float32)
     np.testing.assert_allclose(result, expected, rtol=0, atol=2 * float(jnp.finfo(dtype).eps) * np.abs(expected).max())
   products = [e for e in jax.make_jaxpr(ours)(*inputs).jaxpr.eqns if e.primitive.name == 'dot_general']
