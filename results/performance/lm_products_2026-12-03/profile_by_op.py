@@ -34,11 +34,10 @@ for line in hlo.splitlines():
 for name, ns in spent.most_common(40):
   sh = shapes.get(name, ('?', '?', ''))
   print(f'{ns/steps/1e3:8.1f} us {calls[name]/steps:4.1f}x {name:32s} {sh[0][:40]:40s} {sh[2][:110]}')
-import math
 comps = {}
 for m in re.finditer(r'^%(fused_computation[\.\d]*) .*?\{\n(.*?)\n\}', hlo, re.S | re.M):
   comps[m.group(1)] = m.group(2)
-cat = collections.Counter(); ccount = collections.Counter(); flops = collections.Counter()
+cat = collections.Counter(); ccount = collections.Counter()
 for line in hlo.splitlines():
   m = re.match(r'\s*(?:ROOT )?%([\w.\-]+) = (\S+) fusion\(.*?kind=(\w+), calls=%([\w.]+)', line)
   if not m or m.group(1) not in spent: continue
