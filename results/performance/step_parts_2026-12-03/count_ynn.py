@@ -3,20 +3,18 @@ YNNPACK fusions it holds, by whether each fusion's computation has a dot or a re
 
     python results/performance/step_parts_2026-12-03/count_ynn.py
 """
-import importlib.util, re, jax
+import re
+from step_config import step_config
 from lra_posenc import benchmarking
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.steps import pmapped_steps
-loader = importlib.util.spec_from_file_location('sbs', 'scripts/side_by_side_lm.py')
-sbs = importlib.util.module_from_spec(loader); loader.loader.exec_module(sbs)
-config = sbs.our_config('configs/lm/shakespeare_char.py', 'cpu', lm1b_form=True)
+config = step_config('lm1b', [])
 t = benchmarking.TrainStepTimer(TASKS[config.task].benchmark_workload(config))
 p, _ = pmapped_steps(t.workload.task)
 low = p.lower(t._state, t._zero_sums, t._batch, t._rng, t._no_stop)
 for opts in (None, {'xla_cpu_experimental_ynn_fusion_type': 'LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT'}, {'xla_cpu_experimental_ynn_fusion_type': ''}):
   text = low.compile(compiler_options=opts).as_text()
   comps = re.split(r'\n\n', text)
-  ynn_comps = [c for c in comps if re.search(r'ynn|__ynn', c.split('\n')[0])]
   calls = re.findall(r'kind=kCustom, calls=%(\S+?)[,}]', text)
   called = {}
   for c in comps:

@@ -2,26 +2,17 @@
 one flat vector of every parameter (`optax.flatten`; measurement only: weight decay here reaches every parameter);
 8 interleaved windows of 5 steps. From the repository root:
 
-    python results/performance/step_parts_2026-12-03/flat_adam_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json [KEY=VALUE ...]
+    python results/performance/step_parts_2026-12-03/flat_adam_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json [--config.KEY=VALUE ...]
 """
-import importlib.util, json, statistics, sys
-import jax, numpy as np, optax
+import json, statistics, sys
+import optax
+from step_config import step_config
 from lra_posenc import benchmarking
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import optim, provenance
-from lra_posenc.config_files import load_config
+config = step_config(sys.argv[1], sys.argv[3:])
 
-if sys.argv[1] in ('lm1b', 'nanogpt'):
-  loader = importlib.util.spec_from_file_location('sbs', 'scripts/side_by_side_lm.py')
-  sbs = importlib.util.module_from_spec(loader); loader.loader.exec_module(sbs)
-  config = sbs.our_config('configs/lm/shakespeare_char.py', 'cpu', lm1b_form=sys.argv[1] == 'lm1b')
-else:
-  path, _, arg = sys.argv[1].partition(':')
-  config = load_config(path, arg or None)
-  for item in sys.argv[3:]:
-    key, value = item.split('=', 1); section, name = key.rsplit('.', 1); node = config
-    for part in section.split('.'): node = node[part]
-    node[name] = type(node[name])(value)
+
 original = optim.create_optimizer
 
 

@@ -3,29 +3,18 @@
 (measurement only; rotary terms and biases as the model applies them, no sown weights, no cache); 8 interleaved
 windows of 5 steps. From the repository root:
 
-    python results/performance/step_parts_2026-12-03/fused_qkv_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json [KEY=VALUE ...]
+    python results/performance/step_parts_2026-12-03/fused_qkv_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json [--config.KEY=VALUE ...]
 """
-import importlib.util, json, statistics, sys
+import json, statistics, sys
 import jax, jax.numpy as jnp, numpy as np
 import flax.linen as nn
+from step_config import step_config
 from lra_posenc import benchmarking
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import provenance
 from lra_posenc.models import attention, transformer
 from lra_posenc.models.dense import _product, dense_dot_general
-from lra_posenc.config_files import load_config
-
-if sys.argv[1] in ('lm1b', 'nanogpt'):
-  loader = importlib.util.spec_from_file_location('sbs', 'scripts/side_by_side_lm.py')
-  sbs = importlib.util.module_from_spec(loader); loader.loader.exec_module(sbs)
-  config = sbs.our_config('configs/lm/shakespeare_char.py', 'cpu', lm1b_form=sys.argv[1] == 'lm1b')
-else:
-  path, _, arg = sys.argv[1].partition(':')
-  config = load_config(path, arg or None)
-  for item in sys.argv[3:]:
-    key, value = item.split('=', 1); section, name = key.rsplit('.', 1); node = config
-    for part in section.split('.'): node = node[part]
-    node[name] = type(node[name])(value)
+config = step_config(sys.argv[1], sys.argv[3:])
 
 
 class Fused(attention.MultiHeadAttention):

@@ -9,16 +9,15 @@ Variants: base; no_norms (the parameter and update norms zero; the gradient norm
 no_guard_norms (no select of the old state on a non-finite step, no norms); no_softmax_max (attention's softmax
 as exp / sum, without subtracting the row's max).
 """
-import functools, importlib.util, json, os, statistics, sys
+import functools, json, statistics, sys
 import jax, jax.numpy as jnp, optax
+from step_config import step_config
 from lra_posenc import benchmarking
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import provenance, steps
+config = step_config(sys.argv[1], sys.argv[3:])
 
-loader = importlib.util.spec_from_file_location('sbs', 'scripts/side_by_side_lm.py')
-sbs = importlib.util.module_from_spec(loader); loader.loader.exec_module(sbs)
-form = sys.argv[1] == 'lm1b'
-config = sbs.our_config('configs/lm/shakespeare_char.py', 'cpu', lm1b_form=form)
+
 original_step = steps.train_step
 original_softmax = jax.nn.softmax
 original_norm = optax.tree.norm

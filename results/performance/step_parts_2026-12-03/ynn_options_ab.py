@@ -2,23 +2,17 @@
 with YNNPACK's products only (no YNNPACK reductions), and with no YNNPACK fusion, each set per program through
 `Lowered.compile(compiler_options=...)`; 8 interleaved windows of 5 steps. From the repository root:
 
-    python results/performance/step_parts_2026-12-03/ynn_options_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json
+    python results/performance/step_parts_2026-12-03/ynn_options_ab.py lm1b|nanogpt|CONFIG[:ARG] OUTPUT.json [--config.KEY=VALUE ...]
 """
-import importlib.util, json, statistics, sys
-import jax
+import json, statistics, sys
+from step_config import step_config
 from lra_posenc import benchmarking
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import provenance
 from lra_posenc.training.steps import pmapped_steps
-from lra_posenc.config_files import load_config
+config = step_config(sys.argv[1], sys.argv[3:])
 
-if sys.argv[1] in ('lm1b', 'nanogpt'):
-  loader = importlib.util.spec_from_file_location('sbs', 'scripts/side_by_side_lm.py')
-  sbs = importlib.util.module_from_spec(loader); loader.loader.exec_module(sbs)
-  config = sbs.our_config('configs/lm/shakespeare_char.py', 'cpu', lm1b_form=sys.argv[1] == 'lm1b')
-else:
-  path, _, arg = sys.argv[1].partition(':')
-  config = load_config(path, arg or None)
+
 options = {'default': None, 'no_ynn_reduce': {'xla_cpu_experimental_ynn_fusion_type': 'LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT'},
            'no_ynn': {'xla_cpu_experimental_ynn_fusion_type': ''}}
 
