@@ -10,14 +10,13 @@ import argparse, importlib.util, json, os, statistics, sys
 import jax
 import numpy as np
 from lra_posenc import benchmarking
-from lra_posenc.config_files import load_config
+from lra_posenc.config_files import config_of_flags
 from lra_posenc.models import attention
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import provenance
 
 spec, *sets = [a for a in sys.argv[1:] if not a.startswith('--output=')]
 output = next(a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--output='))
-path, _, arg = spec.partition(':')
 
 
 def timer():
@@ -28,14 +27,7 @@ def timer():
                               dtype='float32', encoding='sinusoidal')  # Its defaults, dropout 0.
     config = module.our_config(args)
   else:
-    config = load_config(path, arg or None)
-    for item in sets:
-      key, value = item.split('=', 1)
-      section, name = key.rsplit('.', 1)
-      node = config
-      for part in section.split('.'):
-        node = node[part]
-      node[name] = type(node[name])(value)
+    config = config_of_flags([f'--config={spec}', *(f'--config.{item}' for item in sets)])
   return benchmarking.TrainStepTimer(TASKS[config.task].benchmark_workload(config))
 
 
