@@ -262,6 +262,7 @@ def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
     ('learned', 'init_std', -0.1, r'learned.init_std=-0.1 must be >= 0'),
     ('t5', 'num_buckets', 7, r't5.num_buckets=7 must be even and >= 4'),
     ('t5', 'max_distance', 16, r't5.max_distance=16 must be > 16'),
+    ('t5', 'max_distance', -1, r"t5.max_distance=-1 must be > 16 .*or 0: the model's max_len"),
     ('chebyshev', 'max_len', 1, r"chebyshev.max_len=1 must be >= 2 \(or 0: the model's max_len\)"),
     ('chebyshev', 'position_offset', -1, r'chebyshev.position_offset=-1 must be >= 0'),
     ('legendre', 'position_offset', -2, r'legendre.position_offset=-2 must be >= 0 \(a polynomial order\)'),
@@ -269,7 +270,7 @@ def test_t5_gradients_match_a_plain_broadcast_in_the_model(monkeypatch):
     ('rope', 'fraction', 1.5, r'rope.fraction=1.5 must be > 0 and <= 1'),
     ('rope', 'interpolation_factor', 0.5, r'rope.interpolation_factor=0.5 must be >= 1'),
     ('rope', 'ntk_factor', 0.0, r'rope.ntk_factor=0.0 must be >= 1'),
-    ('fire', 'init_threshold', 0.0, r'fire.init_threshold=0.0 must be > 0'),
+    ('fire', 'init_threshold', -1.0, r"fire.init_threshold=-1.0 must be > 0 \(or 0: a quarter of the model's max_len\)"),
     ('fire', 'mlp_width', 0, r'fire.mlp_width=0 must be >= 1'),
     ('dynamic_bias', 'depth', 0, r'dynamic_bias.depth=0 must be >= 1'),
 ])
@@ -326,9 +327,9 @@ def test_kerple_clamps_pass_the_gradient_and_the_power_kernel_is_differentiable_
 
 def test_fire_matches_the_paper_with_the_threshold_reached_and_not():
   # L = 512 * 0.02 = 10.24: queries below it and far beyond it.
-  initial = _bias('fire', QUERIES, KEYS)[1]
+  initial = _bias('fire', QUERIES, KEYS, init_threshold=512.0)[1]
   params = initial | {'c': np.float64(0.3), 'threshold_multiplier': np.float64(0.02)}
-  bias, params = _bias('fire', QUERIES, KEYS, params=jax.tree.map(jnp.asarray, params))
+  bias, params = _bias('fire', QUERIES, KEYS, params=jax.tree.map(jnp.asarray, params), init_threshold=512.0)
   psi = lambda x: np.log(0.3 * x + 1)
   distance = np.abs(QUERIES[:, None] - KEYS[None, :]).astype(np.float64)
   normalized = psi(distance) / psi(np.maximum(512 * 0.02, QUERIES.astype(np.float64)))[:, None]
@@ -351,18 +352,19 @@ def test_dynamic_bias_matches_an_mlp_of_the_signed_log_distance():
 @pytest.mark.parametrize('name', BIASES)
 @pytest.mark.parametrize('causal', [False, True])
 def test_relative_biases_are_the_same_when_every_position_shifts(name, causal):
-  # FIRE is relative while every query position is below its threshold L (512 at initialisation).
+  # FIRE is relative while every query position is below its threshold L (set at 512 here).
+  options = {'init_threshold': 512.0} if name == 'fire' else {}
   positions = np.arange(9)
-  bias, params = _bias(name, positions, positions, causal=causal)
+  bias, params = _bias(name, positions, positions, causal=causal, **options)
   for shift in (1, 37, 400):
-    shifted, _ = _bias(name, positions + shift, positions + shift, causal=causal, params=params)
+    shifted, _ = _bias(name, positions + shift, positions + shift, causal=causal, params=params, **options)
     np.testing.assert_allclose(shifted, bias, rtol=1e-5, atol=1e-5)
 
 
 def test_fire_is_not_relative_past_its_threshold():
   positions = np.arange(9)
-  bias, params = _bias('fire', positions + 600, positions + 600)
-  farther, _ = _bias('fire', positions + 5000, positions + 5000, params=params)
+  bias, params = _bias('fire', positions + 600, positions + 600, init_threshold=512.0)
+  farther, _ = _bias('fire', positions + 5000, positions + 5000, params=params, init_threshold=512.0)
   assert not np.allclose(farther, bias, atol=1e-4)  # psi(max(L, i)) grows with i: distances shrink.
 
 

@@ -252,7 +252,7 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
 @pytest.mark.parametrize('arguments,error', [
     (['--variants=none,legendre:gird=open'], r"variant 'legendre:gird=open': .*legendre.gird is not a config key; "
                                               r"did you mean 'grid'\?"),
-    (['--variants=rope,t5:max_distance=0'], r"variant 't5:max_distance=0': .*max_distance"),
+    (['--variants=rope,t5:max_distance=8'], r"variant 't5:max_distance=8': .*max_distance"),
     # A shared setting's error names no variant: it is every run's.
     (['--variants=rope', '--set=training.num_train_steps=0'], r"error: training.num_train_steps=0 must be > 0"),
     (['--variants=rope', '--config.model.emb_dim=x'], r"error: flag --config.model.emb_dim=x: invalid literal"),

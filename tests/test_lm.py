@@ -21,7 +21,7 @@ from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.transformer import Decoder, TransformerConfig
-from lra_posenc.training import optim, trainer
+from lra_posenc.training import optim, placement, trainer
 from lra_posenc.training.batches import HostShard
 
 SHAKESPEARE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '..', 'shared', 'data',
@@ -366,6 +366,92 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
   assert columns['validation loss at 16 ntk_factor'] == rope['by_length_ntk_factor']['16']['loss']
   assert len(columns) == 3 + 2 + 2
   assert scoring.recorded_columns({'test_sets': {'validation': learned}})['validation loss at 16'] is None
+
+
+def test_randomized_positions_are_scored_at_drawn_positions_and_at_sequential_ones():
+  ids = np.asarray(jax.random.randint(jax.random.PRNGKey(3), (70,), 1, 11), np.int32)
+  split = TokenSplit('valid', ids, 0)
+  scores = {}
+  for randomized in (8, 32):  # Windows of 8 at 8 drawn positions of [0, 8) are 0 ... 7: nothing to draw.
+    model = small_model('rope', max_len=randomized).clone(randomized_positions=randomized)
+    params = placement.replicate(random_params(model, tokens(8)))
+    scorer = scoring.LengthScorer(model, 8, (1,), 0, 4, (), drawn_positions=True, position_draws=3)
+    scores[randomized] = scorer.score(params, split, 'test')
+  same, drawn = scores[8], scores[32]
+  assert same['by_length']['8']['loss'] == pytest.approx(same['by_length_sequential']['8']['loss'], rel=1e-6)
+  assert drawn['by_length']['8']['loss'] != pytest.approx(drawn['by_length_sequential']['8']['loss'], rel=1e-3)
+  assert drawn['by_length']['8']['position_draws'] == 3
+  assert drawn['by_length']['8']['tokens'] == drawn['by_length_sequential']['8']['tokens'] == 69
+  # Another draw count averages other draws; the sequential reading is the same.
+  model = small_model('rope', max_len=32).clone(randomized_positions=32)
+  params = placement.replicate(random_params(model, tokens(8)))
+  one = scoring.LengthScorer(model, 8, (1,), 0, 4, (), drawn_positions=True, position_draws=1).score(
+      params, split, 'test')
+  assert one['by_length']['8']['loss'] != pytest.approx(drawn['by_length']['8']['loss'], rel=1e-4)
+  assert one['by_length_sequential'] == drawn['by_length_sequential']
+  # 'sequential' scoring: the reading before, alone.
+  sequential = scoring.LengthScorer(model, 8, (1,), 0, 4, (), drawn_positions=False).score(params, split, 'test')
+  assert set(sequential) == {'by_length'}
+  assert sequential['by_length']['8'] == drawn['by_length_sequential']['8']
+
+
+@pytest.mark.parametrize('key, value, error', [
+    ('positions', 'random', r"scoring.positions='random' is not one of \['drawn', 'sequential'\]"),
+    ('position_draws', 0, r'scoring.position_draws=0 must be >= 1'),
+])
+def test_bad_randomized_scoring_settings_are_refused_naming_the_key(key, value, error):
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = 'input.txt'
+  config.scoring[key] = value
+  with pytest.raises(ValueError, match=error):
+    settings.read_settings(config)
+
+
+def test_old_configs_read_as_scored_at_sequential_positions():
+  config = shakespeare_char.get_config('cpu').to_dict()
+  del config['scoring']['positions'], config['scoring']['position_draws']
+  settings.CONFIG_HISTORY[settings.TASK].upgrade(config)
+  assert config['scoring']['positions'] == 'sequential'
+
+
+def test_every_t5_bucket_is_trained_in_a_cpu_window_and_128_left_five_untrained():
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = 'input.txt'
+  config.model.update(pos_encoding='t5', num_layers=1)
+  block = config.data.block_size
+  ids = jax.random.randint(jax.random.PRNGKey(4), (2, block), 1, 66)
+  untrained = {}
+  for max_distance in (0, 128):  # 0: the default, the training window.
+    config.model.pos_encoding_options.t5.max_distance = max_distance
+    model = settings.read_settings(config).model.clone(vocab_size=66)
+    params = model.init(jax.random.PRNGKey(0), ids, train=False)['params']
+    loss = lambda p: model.apply({'params': p}, ids, train=False).std()
+    bias_grad = jax.grad(loss)(params)['decoder']['pos_encoding']['relative_bias']  # [buckets, heads]
+    untrained[max_distance] = np.flatnonzero(np.all(np.asarray(bias_grad) == 0, axis=1)).tolist()
+  assert untrained == {0: [], 128: [27, 28, 29, 30, 31]}
+
+
+def test_fires_normalisation_acts_inside_a_cpu_window():
+  config = shakespeare_char.get_config('cpu')
+  config.data.text_file = 'input.txt'
+  config.model.pos_encoding = 'fire'
+  block = config.data.block_size
+  positions = jnp.arange(block)[None]
+  biases = {}
+  for threshold in (0.0, 512.0):  # 0: the default, a quarter of the training window.
+    config.model.pos_encoding_options.fire.init_threshold = threshold
+    cfg = settings.read_settings(config).model.config
+    module = encodings.create('fire', cfg.pos_encoding_options, max_len=cfg.max_len, dim=cfg.emb_dim,
+                              num_heads=cfg.num_heads, head_dim=cfg.head_dim)
+    params = module.init(jax.random.PRNGKey(0), positions, positions, causal=True, method='attention_terms')
+    biases[threshold] = np.asarray(module.apply(params, positions, positions, causal=True,
+                                                method='attention_terms').bias[0])
+  # The bias at distance 5 from queries 8 (below the threshold, 16) and 63: the same while the distance alone
+  # decides (512), another once the query's position normalises it.
+  at = lambda bias, query: bias[:, query, query - 5]
+  np.testing.assert_array_equal(at(biases[512.0], 8), at(biases[512.0], 63))
+  assert np.abs(at(biases[0.0], 8) - at(biases[0.0], 63)).min() > 1e-4
+  np.testing.assert_array_equal(at(biases[0.0], 8), at(biases[0.0], 15))  # Below the threshold: relative.
 
 
 # Generation.

@@ -94,6 +94,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.scoring.length_multiples = (1, 2, 4, 8, 16)
   config.scoring.sliding_stride = 0  # > 0: windows slide by this many tokens, each scoring its last ones.
   config.scoring.stretch_options = ('interpolation_factor', 'ntk_factor')
+  # A model trained on randomized positions: 'drawn' reads it as Ruoss et al.'s code does, at sorted positions drawn
+  # as in training, the loss averaged over position_draws passes, and also at 0 ... length - 1 ('by_length_sequential');
+  # 'sequential' only at 0 ... length - 1.
+  config.scoring.positions = 'drawn'
+  config.scoring.position_draws = 4
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 250

@@ -3,6 +3,11 @@
 Distances below num_buckets/2 (per direction, when bidirectional) get their own bucket;
 longer ones share log-spaced buckets up to max_distance. Encoders use bidirectional
 buckets, causal decoders one-sided ones.
+
+max_distance defaults to 0: the model's max_len, the longest input it trains on (at least num_buckets), so that
+every bucket is reached by a distance inside a training input and none keeps its initial value untrained (T5's
+own 128 against its 512-token inputs also ends the buckets inside them). A fixed max_distance past the training
+length leaves its last buckets untrained: 128 against windows of 64 left buckets 27-31 at their initial values.
 """
 import dataclasses
 
@@ -16,14 +21,19 @@ from lra_posenc.validation import check_range
 @dataclasses.dataclass(frozen=True)
 class T5Options:
   num_buckets: int = 32
-  max_distance: int = 128
+  max_distance: int = 0  # 0: the model's max_len (at least num_buckets).
 
   def __post_init__(self):
     if self.num_buckets < 4 or self.num_buckets % 2:
       raise ValueError(f'num_buckets={self.num_buckets!r} must be even and >= 4 (half per direction, half of '
                        'those exact)')
-    check_range('max_distance', self.max_distance, above=self.num_buckets // 2,
-                why='log-spaced buckets start where the exact ones end')
+    if self.max_distance != 0:
+      check_range('max_distance', self.max_distance, above=self.num_buckets // 2,
+                  why="log-spaced buckets start where the exact ones end; or 0: the model's max_len")
+
+  def resolved_max_distance(self, max_len: int) -> int:
+    """`max_distance`, or with 0 the model's `max_len`, at least `num_buckets`."""
+    return self.max_distance or max(max_len, self.num_buckets)
 
 
 def relative_position_bucket(relative_position: base.Array, *, bidirectional: bool, num_buckets: int,
@@ -53,7 +63,7 @@ class T5Encoding(base.PositionalEncoding):
                       causal: bool) -> base.AttentionTerms:
     buckets = relative_position_bucket(
         key_positions[:, None, :] - query_positions[:, :, None], bidirectional=not causal,
-        num_buckets=self.options.num_buckets, max_distance=self.options.max_distance)
+        num_buckets=self.options.num_buckets, max_distance=self.options.resolved_max_distance(self.max_len))
     embedding = self.param('relative_bias', nn.initializers.normal(0.02),
                            (self.options.num_buckets, self.num_heads))
     return base.AttentionTerms(bias=jnp.take(embedding, buckets, axis=0).transpose(0, 3, 1, 2))

@@ -6,6 +6,11 @@ target is scored once. Beside the loss and bits per token of each length, the lo
 shows where an encoding breaks. An encoding that cannot represent a length (a learned table) is "not measured",
 with its reason. Options that stretch a trained model's positions zero-shot (RoPE's `interpolation_factor`,
 `ntk_factor`), where the encoding has them, are also scored set to the length's ratio to the training window.
+
+A model trained on randomized positions (Ruoss et al. 2023) is scored as their code scores it: each batch at
+sorted positions drawn from [0, L) as in training, the loss averaged over `position_draws` draws of the whole
+split (draw d of batch b from key(d) folded with b); it is also scored at 0 ... length - 1 ('by_length_sequential',
+the protocol before), so both are reported.
 """
 import dataclasses
 import functools
@@ -24,14 +29,18 @@ from lra_posenc.training.steps import sum_over_devices
 
 # results.json's key of a split's scores by window length; 'by_length_OPTION' with an option stretched.
 BY_LENGTH = 'by_length'
+# The suffix of the scores of a model with randomized positions read at 0 ... length - 1.
+SEQUENTIAL = 'sequential'
 
 POSITION_BINS = 32  # The loss by position is reported as the mean over this many equal spans of the window.
 
 
-def position_sums(model: LanguageModel, params: Any, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+def position_sums(model: LanguageModel, params: Any, batch: dict[str, jax.Array], rng: jax.Array | None = None
+                  ) -> dict[str, jax.Array]:
   """Summed negative log-likelihood and weight of the targets at each window position [length], over every
-  device's rows."""
-  logits = model.apply({'params': params}, batch['inputs'], train=False)
+  device's rows; with `rng`, a model with randomized positions reads positions drawn from it."""
+  rngs = {} if rng is None else {'positions': rng}
+  logits = model.apply({'params': params}, batch['inputs'], train=False, rngs=rngs)
   weight = batch['mask'] * batch['weight'][:, None]
   return sum_over_devices({'nll': weighted_nll(logits, batch['targets'], weight).sum(0), 'count': weight.sum(0)})
 
@@ -59,46 +68,62 @@ class LengthScorer:
   sliding_stride: int
   batch_size: int  # Windows of `block_size` per batch: longer windows take as many tokens.
   stretch: tuple[str, ...]
+  drawn_positions: bool = True  # A model with randomized positions read at drawn positions (and sequential ones).
+  position_draws: int = 1  # Draws of positions averaged.
   _steps: dict = dataclasses.field(default_factory=dict)
 
-  def _step(self, model: LanguageModel) -> Callable:
-    if model not in self._steps:
-      self._steps[model] = jax.pmap(functools.partial(position_sums, model), axis_name=AXIS)
-    return self._steps[model]
+  def _step(self, model: LanguageModel, drawn: bool) -> Callable:
+    if (model, drawn) not in self._steps:
+      self._steps[model, drawn] = jax.pmap(functools.partial(position_sums, model), axis_name=AXIS,
+                                           in_axes=(0, 0, None) if drawn else (0, 0))
+    return self._steps[model, drawn]
 
   def windows_per_batch(self, length: int) -> int:
     """As many tokens as `batch_size` windows of the training length, in a multiple of the devices."""
     devices = jax.device_count()
     return max(devices, self.batch_size * self.block_size // length // devices * devices)
 
-  def score_length(self, model: LanguageModel, params: Any, split: TokenSplit, length: int, what: str
-                   ) -> dict[str, Any]:
+  def score_length(self, model: LanguageModel, params: Any, split: TokenSplit, length: int, what: str, *,
+                   drawn: bool = False) -> dict[str, Any]:
     """Loss and bits per token of `split` in windows of `length`, the loss by position, and the tokens scored;
-    or why the model cannot be scored there."""
+    or why the model cannot be scored there. `drawn`: each batch at randomized positions, the sums over
+    `position_draws` passes over the split (a loss averaged over the draws; 'position_draws' records them)."""
     stride = min(self.sliding_stride, length) if self.sliding_stride else length
-    step = self._step(model)
+    step = self._step(model, drawn)
+    draws = self.position_draws if drawn else 1
     totals = None
     try:
-      batches = split.scoring_windows(length, stride).eval_batches(self.windows_per_batch(length))
-      for batch in progress.track(batches, what, unit='batches'):
-        sums = host_copy(step(params, shard(batch)))
-        totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
+      for draw in range(draws):
+        batches = split.scoring_windows(length, stride).eval_batches(self.windows_per_batch(length))
+        label = f'{what}, positions draw {draw + 1} of {self.position_draws}' if drawn else what
+        for index, batch in enumerate(progress.track(batches, label, unit='batches')):
+          inputs = (params, shard(batch)) + ((jax.random.fold_in(jax.random.key(draw), index),) if drawn else ())
+          sums = host_copy(step(*inputs))
+          totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
     except encodings.CannotExtrapolate as error:
       return {'not_measured': str(error)}
     nll, count = totals['nll'].astype(np.float64), totals['count'].astype(np.float64)
     loss = float(nll.sum() / count.sum())
     bins = np.array_split(np.arange(length), min(POSITION_BINS, length))
-    return {'loss': loss, 'bits_per_token': loss / math.log(2), 'tokens': int(count.sum()),
+    return {'loss': loss, 'bits_per_token': loss / math.log(2), 'tokens': int(count.sum()) // draws,
             'loss_by_position': [float(nll[b].sum() / max(count[b].sum(), 1)) for b in bins],
-            'position_bin_starts': [int(b[0]) for b in bins]}
+            'position_bin_starts': [int(b[0]) for b in bins]} | ({'position_draws': draws} if drawn else {})
 
   def score(self, params: Any, split: TokenSplit, what: str) -> dict[str, Any]:
     """Every length's scores, as results.json keeps them: 'by_length' maps a window length to its scores, and
-    'by_length_OPTION' the same with the encoding's OPTION set to the length's ratio to the training window."""
+    'by_length_OPTION' the same with the encoding's OPTION set to the length's ratio to the training window. A
+    model with randomized positions: 'by_length' averages the position draws, 'by_length_sequential' reads
+    0 ... length - 1."""
     lengths = [self.block_size * multiple for multiple in self.length_multiples]
+    drawn = bool(self.model.randomized_positions) and self.drawn_positions
     scores = {BY_LENGTH: {str(length): self.score_length(self.model, params, split, length,
-                                                         f'{what}, windows of {length}')
+                                                         f'{what}, windows of {length}', drawn=drawn)
                           for length in lengths}}
+    if drawn:
+      scores[f'{BY_LENGTH}_{SEQUENTIAL}'] = {
+          str(length): self.score_length(self.model, params, split, length,
+                                         f'{what}, windows of {length} at positions 0 ... {length - 1}')
+          for length in lengths}
     for option in self.stretch:
       scores[f'{BY_LENGTH}_{option}'] = {
           str(length): self.score_length(scaled(self.model, option, length / self.block_size), params, split,

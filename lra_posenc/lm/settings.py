@@ -21,9 +21,12 @@ TASK = 'lm'
 
 
 def _upgrade_old_config(config: dict) -> None:
-  """The language model's key added since its first config.json files: model.embedding_scaling ('none', GPT-2's
-  parametrisation, the only one before)."""
+  """The keys added since the language model's first config.json files: model.embedding_scaling ('none', GPT-2's
+  parametrisation, the only one before); scoring.positions and scoring.position_draws ('sequential' with one
+  pass: randomized positions were read at 0 ... length - 1 before)."""
   config['model'].setdefault('embedding_scaling', 'none')
+  config['scoring'].setdefault('positions', 'sequential')
+  config['scoring'].setdefault('position_draws', 1)
 
 
 # How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
@@ -37,6 +40,8 @@ MODEL_KEYS = CONFIG_KEYS + OPTIONAL_CONFIG_KEYS + OWN_MODEL_KEYS
 # (nats; minus the loss), or its next-token accuracy.
 SELECTION_METRICS = ('log_likelihood', 'accuracy')
 TASK_SECTIONS = ('scoring',)
+# How a model trained on randomized positions is read when scored (`ScoringSettings.positions`).
+SCORING_POSITIONS = ('drawn', 'sequential')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +76,14 @@ class ScoringSettings:
   `data.block_size` times each of `length_multiples` tokens; `sliding_stride` > 0 slides them by that many tokens,
   each scoring only its last `sliding_stride` targets (0: non-overlapping windows); `stretch_options` name encoding
   options that are also scored set to the length's ratio to the training window, for encodings that have them
-  (RoPE's position interpolation and NTK-aware scaling, applied zero-shot)."""
+  (RoPE's position interpolation and NTK-aware scaling, applied zero-shot). A model trained on randomized positions
+  is read, with `positions` 'drawn', as Ruoss et al.'s code reads it: at sorted positions drawn as in training, the
+  loss averaged over `position_draws` draws, and also at 0 ... length - 1; with 'sequential' only at 0 ... length - 1."""
   length_multiples: tuple[int, ...]
   sliding_stride: int
   stretch_options: tuple[str, ...]
+  positions: str
+  position_draws: int
 
   def __post_init__(self):
     object.__setattr__(self, 'length_multiples', tuple(self.length_multiples))
@@ -85,6 +94,9 @@ class ScoringSettings:
     options = {f.name for cls in encodings.REGISTRY.values() for f in dataclasses.fields(cls.Options)}
     for option in self.stretch_options:
       check_choice('scoring.stretch_options', option, sorted(options))
+    check_choice('scoring.positions', self.positions, SCORING_POSITIONS)
+    check_range('scoring.position_draws', self.position_draws, at_least=1,
+                why='passes over the split at drawn positions, averaged')
 
 
 @dataclasses.dataclass(frozen=True)

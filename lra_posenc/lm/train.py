@@ -83,7 +83,9 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
   example = jnp.zeros((1, block_size), jnp.int32)
   scorer = scoring.LengthScorer(model, block_size, settings.scoring.length_multiples, settings.scoring.sliding_stride,
                                 trainer_settings.evaluation.batch_size,
-                                scoring.stretch_options(model, settings.scoring.stretch_options))
+                                scoring.stretch_options(model, settings.scoring.stretch_options),
+                                drawn_positions=settings.scoring.positions == 'drawn',
+                                position_draws=settings.scoring.position_draws)
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(language_model_metrics, model),

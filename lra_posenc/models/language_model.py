@@ -26,7 +26,8 @@ class LanguageModel(nn.Module):
   """Next-token logits [batch, length, vocab] (float32) for token ids [batch, length].
 
   With `randomized_positions` = L > 0 (Ruoss et al. 2023) training reads positions drawn from [0, L)
-  without replacement and sorted, one draw per call from the 'positions' RNG stream; evaluation and
+  without replacement and sorted, one draw per call from the 'positions' RNG stream, shared by the batch; so
+  does evaluation given a 'positions' stream (their protocol: `lm.scoring`), and without one evaluation and
   generation read 0 ... length - 1, so an input of up to L tokens sits at positions training has seen.
   `config.max_len` must cover L. With `decode=True` the model keeps a key/value cache
   (`MultiHeadAttention`): a first call with [batch, max_len] ids shapes it, each later call takes one
@@ -53,7 +54,7 @@ class LanguageModel(nn.Module):
     entry_std = 1 / lookup_scale if self.embedding_scaling == 'sqrt_dim' else cfg.init_std or 1.0
     embed = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(entry_std), name='embed')
     positions = None
-    if self.randomized_positions and train:
+    if self.randomized_positions and (train or self.has_rng('positions')):
       positions = randomized_positions(self.make_rng('positions'), tokens.shape[1], self.randomized_positions)
     inputs = embed(tokens) * lookup_scale
     states = Decoder(cfg, decode=self.decode, name='decoder')(inputs, positions=positions, deterministic=not train)
