@@ -16,6 +16,7 @@ import ml_collections
 import numpy as np
 from absl import flags
 
+from lra_posenc import encodings
 from lra_posenc.config_files import config_of_flags
 from lra_posenc.data.files import written_whole
 from lra_posenc.sweeps import Variant, comparison_figure, mean_and_std, mean_std_cell, parse_variant, save_line_plot
@@ -88,7 +89,8 @@ def check_finished_runs_match(config: str, output_dir: str, variants: Sequence[V
                               settings: Sequence[tuple[str, str]] = ()) -> None:
   """Raises ValueError naming the runs, and their differing keys, that finished (so a sweep keeps them) with
   another config than the sweep now asks of them: a table would average both settings. Keys only one side has
-  (added to the code since the run) are not compared."""
+  (added to the code since the run) are not compared, and options of encodings a run did not select are read as
+  `encodings.upgrade_config` reads them."""
   differing = []
   for variant in variants:
     for seed in seeds:
@@ -96,6 +98,7 @@ def check_finished_runs_match(config: str, output_dir: str, variants: Sequence[V
       saved = read_json_if_present(os.path.join(workdir, CONFIG_FILE))
       if saved is None or not os.path.exists(os.path.join(workdir, RESULTS_FILE)):
         continue
+      encodings.upgrade_config(saved['model'])  # Unselected encodings' options at a former default: no effect.
       wanted = run_config(config, [('seed', str(seed)), *settings, *variant.overrides]).to_dict()
       saved, wanted = _flat_items(saved), _flat_items(json.loads(json.dumps(wanted)))
       keys = [key for key in sorted(saved.keys() & wanted.keys()) if saved[key] != wanted[key]]

@@ -389,8 +389,8 @@ def test_learned_alibi_slopes_start_at_the_papers_and_train():
   assert (np.asarray(grads['params']['log_slopes']) < 0).all()  # Steeper slopes lower every off-diagonal bias.
 
 
-def _rope_terms(positions, head_dim: int = 16, **options):
-  module = encodings.create('rope', encodings.REGISTRY['rope'].Options(**options), max_len=64, dim=2 * head_dim,
+def _rope_terms(positions, head_dim: int = 16, max_len: int = 64, **options):
+  module = encodings.create('rope', encodings.REGISTRY['rope'].Options(**options), max_len=max_len, dim=2 * head_dim,
                             num_heads=2, head_dim=head_dim)
   positions = jnp.asarray([positions])
   return module.apply({}, positions, positions, causal=False, method='attention_terms').query_rotary
@@ -420,6 +420,113 @@ def test_rope_interpolation_and_ntk_scaling_follow_their_definitions():
   angles = base ** -(np.arange(0, head_dim, 2) / head_dim)
   np.testing.assert_allclose(np.arctan2(ntk.sin, ntk.cos)[0, 0, 0], angles, rtol=1e-5)
   assert angles[0] == 1.0 and np.isclose(angles[-1], (10000.0 ** -(14 / 16)) / factor)  # Slowest stretched x4.
+
+
+def _paper_rope_score(q, k, n, m, frequencies, scale: float = 1.0) -> float:
+  """float64 q_n . k_m with pair i = (x_i, x_{i + d/2}) turned by position x frequencies[i] and scaled."""
+  half = len(frequencies)
+  def turn(x, position):
+    angle = position * frequencies
+    return np.concatenate([x[:half] * np.cos(angle) - x[half:] * np.sin(angle),
+                           x[half:] * np.cos(angle) + x[:half] * np.sin(angle)]) * scale
+  return float(turn(q, n) @ turn(k, m))
+
+
+def _rope_score(q, k, n, m, head_dim, max_len: int = 64, **options) -> float:
+  turn = lambda x, p: _rope_terms([p], head_dim, max_len, **options).apply(jnp.asarray(x, jnp.float32)[None, None, None])
+  return float(jnp.sum(turn(q, n) * turn(k, m)))
+
+
+@pytest.mark.parametrize('factor', [2.0, 16.0])
+def test_yarn_follows_the_paper(factor):
+  # Peng et al. 2024, eqs. 17-21 and section 3.4: theta_d = b^(-2d/|D|), lambda_d = 2 pi / theta_d, r = L / lambda_d,
+  # gamma(r) = 0 below alpha = 1, 1 above beta = 32, linear between; h = (1 - gamma) theta / s + gamma theta; both
+  # sides scaled by sqrt(1/t) = 0.1 ln s + 1. L = 1024 (the model's max_len) puts pairs on every part of the ramp.
+  head_dim, base, length = 32, 10000.0, 1024
+  theta = base ** -(2 * np.arange(head_dim // 2) / head_dim)
+  turns = length / (2 * np.pi / theta)
+  assert (turns > 32).any() and (turns < 1).any() and ((turns > 1) & (turns < 32)).sum() >= 4
+  gamma = np.clip((turns - 1) / (32 - 1), 0, 1)
+  frequencies = (1 - gamma) * theta / factor + gamma * theta
+  q, k = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (2, head_dim)), np.float64)
+  for n, m in ((5, 0), (200, 3), (1000, 999), (700, 64)):
+    np.testing.assert_allclose(_rope_score(q, k, n, m, head_dim, length, base=base, yarn_factor=factor),
+                               _paper_rope_score(q, k, n, m, frequencies, 0.1 * np.log(factor) + 1),
+                               rtol=2e-4, atol=2e-4)
+
+
+def test_p_rope_keeps_the_highest_frequencies_and_leaves_the_rest_unturned():
+  # Barbero et al. 2025: theta_k = b^(-2k/d), the first floor(p d/2) (the fastest) kept, the others 0.
+  head_dim, p = 16, 0.75
+  theta = 10000.0 ** -(2 * np.arange(head_dim // 2) / head_dim)
+  frequencies = np.where(np.arange(head_dim // 2) < 6, theta, 0.0)
+  q, k = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (2, head_dim)), np.float64)
+  for n, m in ((9, 2), (300, 0), (4000, 17)):
+    np.testing.assert_allclose(_rope_score(q, k, n, m, head_dim, kept_frequencies=p),
+                               _paper_rope_score(q, k, n, m, frequencies), rtol=1e-4, atol=1e-4)
+  rotated = _rope_terms([0, 7, 3000], head_dim, kept_frequencies=p).apply(
+      jax.random.normal(jax.random.PRNGKey(2), (1, 3, 2, head_dim)))
+  x = jax.random.normal(jax.random.PRNGKey(2), (1, 3, 2, head_dim))
+  unturned = [6, 7, 14, 15]  # Pairs 6 and 7: features (6, 14) and (7, 15).
+  np.testing.assert_array_equal(rotated[..., unturned], x[..., unturned])
+  # Not GPT-NeoX's partial rotary: fraction=0.75 spreads 6 frequencies from 1 to 1/base over 12 features.
+  assert not np.isclose(_rope_score(q, k, 9, 2, head_dim, fraction=0.75),
+                        _rope_score(q, k, 9, 2, head_dim, kept_frequencies=p), rtol=1e-3)
+
+
+@pytest.mark.parametrize('options, error', [
+    ({'yarn_factor': 4.0, 'ntk_factor': 2.0}, r'yarn_factor=4.0 stretches the positions by itself'),
+    ({'yarn_factor': 0.5}, r'yarn_factor=0.5 must be >= 1'),
+    ({'yarn_alpha': 40.0}, r'yarn_beta=32.0 must be > 40.0'),
+    ({'kept_frequencies': 0.0}, r'kept_frequencies=0.0 must be > 0 and <= 1'),
+])
+def test_bad_yarn_and_p_rope_options_are_refused_naming_the_key(options, error):
+  config = encodings.options_config()
+  config.rope.update(options)
+  with pytest.raises(ValueError, match='^model.pos_encoding_options.rope.' + error):
+    encodings.resolve_options('rope', config)
+
+
+@pytest.mark.parametrize('option, value', [('yarn_factor', 4.0), ('kept_frequencies', 0.5),
+                                           ('interpolation_factor', 2.0), ('ntk_factor', 2.0)])
+def test_rotary_stretches_on_a_non_rotary_encoding_are_refused(option, value):
+  config = encodings.options_config()
+  config.rope[option] = value
+  with pytest.raises(ValueError, match=f"^model.pos_encoding_options.rope.{option} is set but "
+                                       "model.pos_encoding='alibi'; it would have no effect"):
+    encodings.resolve_options('alibi', config)
+
+
+def test_p_rope_that_keeps_no_pair_is_refused():
+  options = encodings.REGISTRY['rope'].Options(kept_frequencies=0.1)
+  with pytest.raises(ValueError, match=r'rope.kept_frequencies=0.1 keeps no frequency of the 4 pairs'):
+    encodings.REGISTRY['rope'].check_model(options, max_len=16, head_dim=8)
+
+
+@pytest.mark.parametrize('wrapped', ['alibi', 'kerple_log', 'fire'])
+def test_dape_adds_an_mlp_of_the_scaled_logits_and_the_wrapped_bias(wrapped):
+  # Zheng et al. 2024, eq. 5: A = QK^T/sqrt(d) + B + f([QK^T/sqrt(d); B]), f = Linear(2H, W), LeakyReLU, Linear(W, H).
+  heads, head_dim, width = 3, 4, 5
+  module = encodings.create('dape', encodings.REGISTRY['dape'].Options(bias=wrapped, mlp_width=width), max_len=16,
+                            dim=heads * head_dim, num_heads=heads, head_dim=head_dim)
+  positions = jnp.arange(6)[None]
+  params = _perturbed(module.init(jax.random.PRNGKey(0), positions, positions, causal=True,
+                                  method='attention_terms')['params'], 0.3)
+  terms = module.apply({'params': params}, positions, positions, causal=True, method='attention_terms')
+  plain = encodings.create(wrapped, encodings.REGISTRY[wrapped].Options(), max_len=16, dim=heads * head_dim,
+                           num_heads=heads, head_dim=head_dim)
+  inner = {'params': params[wrapped]} if wrapped in params else {}
+  bias = np.asarray(plain.apply(inner, positions, positions, causal=True, method='attention_terms').bias[0],
+                    np.float64)
+  np.testing.assert_allclose(terms.bias[0], bias, rtol=1e-6)  # B is the wrapped encoding's, unchanged.
+  q, k = jax.random.normal(jax.random.PRNGKey(3), (2, 1, 6, heads, head_dim))
+  logits = np.einsum('qhd,khd->hqk', np.asarray(q[0], np.float64), np.asarray(k[0], np.float64)) / np.sqrt(head_dim)
+  x = np.concatenate([logits, bias], axis=0).transpose(1, 2, 0)  # [q, k, 2H]
+  p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+  hidden = x @ p['hidden_kernel'] + p['hidden_bias']
+  hidden = np.where(hidden > 0, hidden, 0.01 * hidden)
+  expected = bias + (hidden @ p['output_kernel'] + p['output_bias']).transpose(2, 0, 1)
+  np.testing.assert_allclose(terms.logit_bias(q, k, None)[0], expected, rtol=1e-4, atol=1e-5)
 
 
 def test_xpos_scores_are_ropes_decayed_by_zeta_to_the_relative_position():
@@ -561,3 +668,17 @@ def test_randomized_positions_draw_per_key_and_equal_plain_ones_when_every_posit
   with pytest.raises(encodings.CannotExtrapolate, match='model.randomized_positions=500 cannot place an input of 601 '
                                                         'positions'):
     randomized.apply({'params': params}, jnp.ones((1, 600), jnp.int32), train=False)
+
+
+def test_an_old_configs_unselected_options_at_former_defaults_read_as_todays_and_the_selected_ones_stay():
+  old = {'pos_encoding': 'rope', 'pos_encoding_options': {'t5': {'max_distance': 128, 'num_buckets': 32},
+                                                          'fire': {'init_threshold': 512.0, 'mlp_width': 32}}}
+  upgraded = encodings.upgrade_config(old)
+  assert upgraded['pos_encoding_options']['t5'] == {'max_distance': 0, 'num_buckets': 32}
+  assert upgraded['pos_encoding_options']['fire'] == {'init_threshold': 0.0, 'mlp_width': 32}
+  encodings.resolve_options('rope', upgraded['pos_encoding_options'])  # As today's config: no option set.
+  trained = {'pos_encoding': 't5', 'pos_encoding_options': {'t5': {'max_distance': 128, 'num_buckets': 32}}}
+  assert encodings.upgrade_config(trained)['pos_encoding_options']['t5']['max_distance'] == 128
+  elsewhere = {'pos_encoding': 'rope', 'pos_encoding_options': {'t5': {'max_distance': 100, 'num_buckets': 32}}}
+  with pytest.raises(ValueError, match=r't5.max_distance is set but'):  # Not a former default: a real setting.
+    encodings.resolve_options('rope', encodings.upgrade_config(elsewhere)['pos_encoding_options'])

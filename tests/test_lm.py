@@ -356,7 +356,8 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
       'not_measured': 'learned positional encoding covers 8 positions but the input has 16; learned cannot '
                       'extrapolate beyond max_len'}
   assert set(rope['by_length']) == {'8', '16', '32'} and 'loss' in rope['by_length']['32']
-  assert set(rope['by_length_interpolation_factor']) == set(rope['by_length_ntk_factor']) == {'16', '32'}
+  assert (set(rope['by_length_interpolation_factor']) == set(rope['by_length_ntk_factor'])
+          == set(rope['by_length_yarn_factor']) == {'16', '32'})
   assert 'by_length_ntk_factor' not in learned
   # Position interpolation by 2 halves every angle: another function than the unscaled model's at 16.
   assert rope['by_length_interpolation_factor']['16']['loss'] != rope['by_length']['16']['loss']
@@ -364,7 +365,7 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
   columns = scoring.recorded_columns({'test_sets': {'validation': rope}})
   assert columns['validation loss at 32'] == rope['by_length']['32']['loss']
   assert columns['validation loss at 16 ntk_factor'] == rope['by_length_ntk_factor']['16']['loss']
-  assert len(columns) == 3 + 2 + 2
+  assert len(columns) == 3 + 2 + 2 + 2
   assert scoring.recorded_columns({'test_sets': {'validation': learned}})['validation loss at 16'] is None
 
 

@@ -89,11 +89,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.evaluation.average_last = 0
 
   # The best checkpoint scored on the test splits in windows of block_size times each multiple (Press et al.
-  # 2022); RoPE's options that stretch positions are also scored set to the ratio, zero-shot.
+  # 2022); RoPE's options that stretch positions (position interpolation, NTK-aware scaling, YaRN) are also scored
+  # set to the ratio, zero-shot.
   config.scoring = ml_collections.ConfigDict()
   config.scoring.length_multiples = (1, 2, 4, 8, 16)
   config.scoring.sliding_stride = 0  # > 0: windows slide by this many tokens, each scoring its last ones.
-  config.scoring.stretch_options = ('interpolation_factor', 'ntk_factor')
+  config.scoring.stretch_options = ('interpolation_factor', 'ntk_factor', 'yarn_factor')
   # A model trained on randomized positions: 'drawn' reads it as Ruoss et al.'s code does, at sorted positions drawn
   # as in training, the loss averaged over position_draws passes, and also at 0 ... length - 1 ('by_length_sequential');
   # 'sequential' only at 0 ... length - 1.

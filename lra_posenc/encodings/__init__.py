@@ -26,7 +26,7 @@ OPTIONS_KEY = 'model.pos_encoding_options'
 
 __all__ = [
     'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary',
-    'options_config', 'resolve_options', 'create', 'terms_shape', 'default_terms', 'acts_in_attention',
+    'options_config', 'resolve_options', 'upgrade_config', 'create', 'terms_shape', 'default_terms', 'acts_in_attention',
 ]
 
 
@@ -67,6 +67,20 @@ def resolve_options(name: str, all_options: Mapping[str, Mapping]) -> object:
       raise ValueError(
           f'{OPTIONS_KEY}.{section}.{changed[0]} is set but model.pos_encoding={name!r}; it would have no effect')
   return selected if selected is not None else REGISTRY[name].Options()
+
+
+def upgrade_config(model: dict) -> dict:
+  """A config.json's model section (a dict, changed in place and returned) as today's code reads it: an option of an
+  encoding it did not select, recorded at a default since changed (the Options' FORMER_DEFAULTS), which had no
+  effect, reads as today's default; the selected encoding's options stay as they were trained."""
+  for name, cls in REGISTRY.items():
+    section = model.get('pos_encoding_options', {}).get(name)
+    if name == model.get('pos_encoding') or section is None:
+      continue
+    for key, former in getattr(cls.Options, 'FORMER_DEFAULTS', {}).items():
+      if section.get(key) == former:
+        section[key] = getattr(cls.Options(), key)
+  return model
 
 
 def create(encoding: str, options: object, *, max_len: int, dim: int, num_heads: int,

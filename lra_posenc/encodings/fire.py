@@ -15,6 +15,7 @@ normaliser is psi of max(L, i), the paper's: one public FIRE takes min(L, i), wh
 normalising exactly where it should start.
 """
 import dataclasses
+from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -32,6 +33,9 @@ class FireOptions:
   mlp_width: int = 32
   init_c: float = 0.1
   init_threshold: float = 0.0  # 0: THRESHOLD_FRACTION of the model's max_len.
+
+  # Defaults before 2026-12-06, which config.json files of other encodings' runs record (`encodings.upgrade_config`).
+  FORMER_DEFAULTS: ClassVar[dict] = {'init_threshold': 512.0}
 
   def __post_init__(self):
     check_range('mlp_width', self.mlp_width, at_least=1)

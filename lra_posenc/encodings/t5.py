@@ -10,6 +10,7 @@ own 128 against its 512-token inputs also ends the buckets inside them). A fixed
 length leaves its last buckets untrained: 128 against windows of 64 left buckets 27-31 at their initial values.
 """
 import dataclasses
+from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -22,6 +23,9 @@ from lra_posenc.validation import check_range
 class T5Options:
   num_buckets: int = 32
   max_distance: int = 0  # 0: the model's max_len (at least num_buckets).
+
+  # Defaults before 2026-12-06, which config.json files of other encodings' runs record (`encodings.upgrade_config`).
+  FORMER_DEFAULTS: ClassVar[dict] = {'max_distance': 128}
 
   def __post_init__(self):
     if self.num_buckets < 4 or self.num_buckets % 2:

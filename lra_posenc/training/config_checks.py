@@ -5,6 +5,8 @@ from typing import TypeVar
 
 import ml_collections
 
+from lra_posenc import encodings
+
 SettingsT = TypeVar('SettingsT')
 
 
@@ -59,13 +61,15 @@ def task_of(config: Mapping, histories: Mapping[str, ConfigHistory]) -> str:
 
 def upgrade_old_config(config: dict, histories: Mapping[str, ConfigHistory]) -> dict:
   """A config.json written before keys were added (a dict), with them, at the values that give the behaviour from
-  before: `task`, optimizer.min_learning_rate (a cosine decayed to 0), and those its task's history adds.
+  before: `task`, optimizer.min_learning_rate (a cosine decayed to 0), unselected encodings' options at a former
+  default (`encodings.upgrade_config`), and those its task's history adds.
 
   Only these: they are what config.json files committed under results/ lack (2026-12-02;
   tests/test_experiments.py reads every one).
   """
   config.setdefault('task', task_of(config, histories))
   config['optimizer'].setdefault('min_learning_rate', 0.0)
+  encodings.upgrade_config(config['model'])
   history = histories.get(config['task'])
   if history is not None and history.upgrade is not None:
     history.upgrade(config)
