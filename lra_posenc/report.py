@@ -295,6 +295,8 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
                    and significance(row['welch_holm_p']) != 'not established']
     line += (f" Also significant at 5% over seeds after Holm: {', '.join(significant)}." if significant
              else f' No other difference from {reference} is significant at 5% over seeds after Holm.')
+    if table.get('rank_also_at'):
+      line += ' ' + rank_agreement(table, rows)
     if notes := caveats(rows):
       line += f" Caveats: {'; '.join(notes)}."
     lines.append(line)
@@ -310,6 +312,23 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
                  f"{', '.join(str(len(rows)) for _, rows in tables)} encodings; * one seed): "
                  + '; '.join(f'{encoding} {ranks[encoding]}' for encoding in ordered) + '.')
   return lines
+
+
+def rank_agreement(table: dict, rows: Sequence[dict]) -> str:
+  """Whether the table's order by its metric only repeats the order by the column `rank_also_at` (the fit at the
+  training length): Spearman's rank correlation of the rows' means over the rows that have both, and its p."""
+  column = table['rank_also_at']
+  pairs = [(row['stats'][table['metric']]['mean'], row['stats'][column]['mean']) for row in rows
+           if row['stats'].get(column, {}).get('mean') is not None]
+  label = next((header for key, header in table['columns'] if key == column), column)
+  if len(pairs) < 3:
+    return f'Fewer than 3 rows have {label}: no rank correlation.'
+  rho, p = scipy.stats.spearmanr(*zip(*pairs))
+  measured = f'Spearman ρ = {rho:.2f} over {len(pairs)} rows, p {"" if p < 0.0005 else "= "}{p_cell(p)}'
+  if rho > 0 and p < SIGNIFICANCE:
+    return (f'The order here repeats the order at {label} ({measured}): this rank measures the fit at the training '
+            'length as much as the extrapolation, which the contrast tests.')
+  return f'The order here is not the order at {label} ({measured}).'
 
 
 def caveats(rows: Sequence[dict]) -> list[str]:

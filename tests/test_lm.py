@@ -362,11 +362,20 @@ def test_scores_by_length_agree_with_the_trainers_and_name_what_they_cannot_meas
   # Position interpolation by 2 halves every angle: another function than the unscaled model's at 16.
   assert rope['by_length_interpolation_factor']['16']['loss'] != rope['by_length']['16']['loss']
   # As a row of sweep and summary tables: a figure per length and stretch; None where not measured.
-  columns = scoring.recorded_columns({'test_sets': {'validation': rope}})
+  columns = scoring.recorded_columns({'test_sets': {'validation': rope}, 'config': config.to_dict()})
   assert columns['validation loss at 32'] == rope['by_length']['32']['loss']
   assert columns['validation loss at 16 ntk_factor'] == rope['by_length_ntk_factor']['16']['loss']
-  assert len(columns) == 3 + 2 + 2 + 2
-  assert scoring.recorded_columns({'test_sets': {'validation': learned}})['validation loss at 16'] is None
+  assert columns['validation extrapolation at 32'] == pytest.approx(
+      rope['by_length']['32']['loss'] - rope['by_length']['8']['loss'])
+  # Positions 8-31 of windows of 32 (bins of one position) against positions 4-7 of windows of 8.
+  far = rope['by_length']['32']['loss_by_position'][8:]
+  near = rope['by_length']['8']['loss_by_position'][4:]
+  assert columns['validation far-context gain at 32'] == pytest.approx(np.mean(far) - np.mean(near))
+  assert len(columns) == 3 + 2 + 2 + 2 + 2 * 2
+  learned_columns = scoring.recorded_columns({'test_sets': {'validation': learned}, 'config': config.to_dict()})
+  assert learned_columns['validation extrapolation at 16'] is None
+  assert learned_columns['validation far-context gain at 32'] is None
+  assert learned_columns['validation loss at 16'] is None
 
 
 def test_randomized_positions_are_scored_at_drawn_positions_and_at_sequential_ones():
@@ -541,6 +550,13 @@ def test_the_length_figure_averages_each_variants_seeds_per_length_and_skips_wha
   assert json.loads((tmp_path / 'figure.json').read_text()) == json.loads(json.dumps(figures))
   with pytest.raises(ValueError, match="no test split 'test'"):
     length_figure.curves(str(tmp_path / 'runs'), 'test')
+  # Panels by what the encoding's terms are, not by its name.
+  assert [length_figure.family(label) for label in ('rope, ntk_factor stretched', 'xpos', 'alibi', 'dape', 'cope',
+                                                     'learned', 'none', 'sinusoidal:model.randomized_positions=64')
+          ] == ['rotary', 'rotary', 'bias', 'content', 'content', 'absolute', 'absolute', 'absolute']
+  length_figure.main(['--runs', str(tmp_path / 'runs'), '--output', str(output), '--exclude=learned',
+                      '--plain_stretches'])
+  assert set(json.loads((tmp_path / 'figure.json').read_text())) == {'rope', 'rope, ntk_factor stretched'}
 
 
 def test_nanogpts_printout_is_read_into_its_validation_curve(tmp_path):

@@ -322,3 +322,18 @@ def test_caveats_count_budget_endings_few_seeds_and_mixed_versions_from_the_run_
                                      (0.04951, '0.0495'), (0.0504, '0.050'), (0.05, '0.050'), (0.7089, '0.709')])
 def test_a_p_value_below_5_percent_never_prints_as_0_050(p, cell):
   assert report.p_cell(p) == cell
+
+
+def test_the_rank_agreement_says_when_the_order_repeats_the_fit_at_the_training_length():
+  table = {'metric': 'loss at 1024', 'rank_also_at': 'loss at 64', 'columns': (('loss at 64', '64'),)}
+  row = lambda long, short: {'stats': {'loss at 1024': {'mean': long}, 'loss at 64': {'mean': short}}}
+  same = [row(1.0, 2.0), row(2.0, 2.5), row(3.0, 2.6), row(4.0, 3.0), row(5.0, 3.1), row(6.0, 3.2)]
+  assert report.rank_agreement(table, same) == (
+      'The order here repeats the order at 64 (Spearman ρ = 1.00 over 6 rows, p < 0.001): this rank measures the '
+      'fit at the training length as much as the extrapolation, which the contrast tests.')
+  reversed_order = [row(1.0, 3.2), row(2.0, 2.0), row(3.0, 3.1), row(4.0, 2.5), row(5.0, 3.0), row(6.0, 2.6)]
+  rho = scipy.stats.spearmanr([1, 2, 3, 4, 5, 6], [3.2, 2.0, 3.1, 2.5, 3.0, 2.6])
+  assert report.rank_agreement(table, reversed_order) == (
+      f'The order here is not the order at 64 (Spearman ρ = {rho.statistic:.2f} over 6 rows, '
+      f'p = {report.p_cell(rho.pvalue)}).')
+  assert report.rank_agreement(table, same[:2] + [row(7.0, None)]) == 'Fewer than 3 rows have 64: no rank correlation.'

@@ -135,13 +135,41 @@ class LengthScorer:
 def recorded_columns(results: dict) -> dict[str, float | None]:
   """A run's scores by length (results.json) as figures of its row: 'SPLIT loss at LENGTH', and 'SPLIT loss at
   LENGTH OPTION' where the encoding's OPTION was stretched to the length; None where the encoding could not be
-  measured at that length."""
+  measured at that length. For the model's own scores past the training window L, also the two figures of
+  `extrapolation`: 'SPLIT extrapolation at LENGTH' and 'SPLIT far-context gain at LENGTH'."""
   columns = {}
+  block_size = results['config']['data']['block_size']
   for split, scores in results['test_sets'].items():
     for option, by_length in length_score_sets(scores):
       for length, score in by_length.items():
         columns[f'{split} loss at {length}' + (f' {option}' if option else '')] = score.get('loss')
+    for length, figures in extrapolation(scores[BY_LENGTH], block_size).items():
+      columns |= {f'{split} {name} at {length}': value for name, value in figures.items()}
   return columns
+
+
+def extrapolation(by_length: dict, block_size: int) -> dict[int, dict[str, float | None]]:
+  """For each scored length kL past the training window L (windows of L scored too), stated before any run:
+  'extrapolation', loss(kL) - loss(L), how much the loss moves when windows grow k-fold; and 'far-context gain',
+  the mean loss by position over the bins at or past L inside kL windows minus that over the bins of positions
+  L/2 ... L - 1 inside L windows (bins of equal size, so nearly equal counts): below 0 where tokens that only
+  the longer window holds, more than L back, lower the loss, which a model that merely tolerates long inputs does
+  not. None where either length was not measured."""
+  own = by_length.get(str(block_size), {})
+  figures = {}
+  for length in sorted(int(key) for key in by_length):
+    if length <= block_size:
+      continue
+    score = by_length[str(length)]
+    if 'loss' not in own or 'loss' not in score:
+      figures[length] = {'extrapolation': None, 'far-context gain': None}
+      continue
+    far = [loss for start, loss in zip(score['position_bin_starts'], score['loss_by_position']) if start >= block_size]
+    near = [loss for start, loss in zip(own['position_bin_starts'], own['loss_by_position'])
+            if start >= block_size // 2]
+    figures[length] = {'extrapolation': score['loss'] - own['loss'],
+                       'far-context gain': float(np.mean(far) - np.mean(near))}
+  return figures
 
 
 def length_score_sets(scores: dict) -> Iterator[tuple[str | None, dict]]:
