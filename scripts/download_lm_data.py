@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""Downloads enwik8 or text8 where a network exists and writes their standard splits for language modelling.
+"""Fetches a language-modelling corpus where a network exists and writes it as the LM task reads it.
 
+    python scripts/download_lm_data.py --corpus=tinyshakespeare --output_dir=data/tinyshakespeare
+    python -m lra_posenc.lm.train --config=configs/lm/shakespeare_char.py:cpu --workdir=runs/lm_cpu \\
+        --config.data.text_file=data/tinyshakespeare/input.txt
     python scripts/download_lm_data.py --corpus=enwik8 --output_dir=data/enwik8
     python -m lra_posenc.lm.train --config=configs/lm/shakespeare_char.py --workdir=runs/enwik8 \\
         --config.data.data_dir=data/enwik8 --config.data.level=byte
 
-Source: Matt Mahoney's Large Text Compression Benchmark (mattmahoney.net/dc): enwik8.zip holds the first
-10^8 bytes of an English Wikipedia dump, text8.zip the same text lowercased to a-z and spaces. The standard
-splits (Al-Rfou et al. 2019; Dai et al. 2019): the first 90M bytes (characters) train, the next 5M validate,
-the last 5M test; written as train.txt, valid.txt and test.txt, as `data.data_dir` reads them. enwik8 is
-modelled at byte level (`data.level=byte`; its cuts may split a UTF-8 character), text8 at either.
---archive reads a zip already on disk instead of downloading. The corpus's size is checked before anything
+One text file, read with `data.text_file` (its last 10% validates, as nanoGPT cuts it), checked by its MD5:
+  tinyshakespeare  Karpathy's char-rnn corpus, the one nanoGPT's shakespeare_char/prepare.py downloads
+                   (1,115,394 characters), fetched from char-rnn's repository;
+  warpeace         Tolstoy's War and Peace in English (Project Gutenberg, public domain), char-rnn's second corpus
+                   (3,196,211 characters), not served by char-rnn's repository: give a copy with --source, e.g.
+                   `warpeace_input.txt` of the public MrHereward/machine_learning_sandbox repository.
+Standard splits, read with `data.data_dir`: Matt Mahoney's Large Text Compression Benchmark (mattmahoney.net/dc):
+enwik8.zip holds the first 10^8 bytes of an English Wikipedia dump, text8.zip the same text lowercased to a-z and
+spaces. The standard splits (Al-Rfou et al. 2019; Dai et al. 2019): the first 90M bytes (characters) train, the
+next 5M validate, the last 5M test; written as train.txt, valid.txt and test.txt. enwik8 is modelled at byte level
+(`data.level=byte`; its cuts may split a UTF-8 character), text8 at either.
+--source reads the file (a text, or the zip) from disk instead of downloading. The corpus is checked before anything
 is written.
 """
+import hashlib
 import argparse
 import os
 import sys
@@ -25,6 +35,12 @@ from lra_posenc.data.files import written_whole
 # Corpus -> (where its zip is served, the member holding it, its size in bytes).
 CORPORA = {'enwik8': ('http://mattmahoney.net/dc/enwik8.zip', 'enwik8', 100_000_000),
            'text8': ('http://mattmahoney.net/dc/text8.zip', 'text8', 100_000_000)}
+# Corpus -> (where its text is served, or None: from --source only; its MD5), written as OUTPUT_DIR/input.txt.
+TEXTS = {'tinyshakespeare': ('https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/'
+                             'input.txt', '6fb458f1232090904fb40fe944165e91'),
+         'warpeace': (None, '27365183c33bc968ba87e9b6619d1804')}
+TEXT_FILE = 'input.txt'
+
 HELD_OUT = 5_000_000  # Bytes in each of the validation and test splits.
 DOWNLOAD_TIMEOUT_SECONDS = 600
 
@@ -55,19 +71,47 @@ def write_splits(data: bytes, output_dir: str, held_out: int = HELD_OUT) -> dict
   return {name: len(content) for name, content in splits.items()}
 
 
+def checked_text(data: bytes, md5: str, where: str) -> bytes:
+  """`data` if its MD5 is `md5`; a ValueError naming `where` otherwise."""
+  digest = hashlib.md5(data).hexdigest()
+  if digest != md5:
+    raise ValueError(f'{where}: MD5 {digest}, but the corpus has {md5}: another text, or a damaged copy')
+  return data
+
+
+def download(url: str, path: str) -> None:
+  with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, written_whole(path, 'wb') as f:
+    f.write(response.read())
+
+
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--corpus', required=True, choices=sorted(CORPORA))
+  parser.add_argument('--corpus', required=True, choices=sorted(CORPORA) + sorted(TEXTS))
   parser.add_argument('--output_dir', required=True)
-  parser.add_argument('--archive', help='A zip of the corpus already on disk (default: download it into OUTPUT_DIR).')
+  parser.add_argument('--source', '--archive', dest='source',
+                      help='The corpus (its text, or its zip) already on disk (default: download it).')
   args = parser.parse_args(argv)
+  os.makedirs(args.output_dir, exist_ok=True)
+  if args.corpus in TEXTS:
+    url, md5 = TEXTS[args.corpus]
+    if args.source is None and url is None:
+      parser.error(f'--corpus={args.corpus} is not served where this script can fetch it; give a copy with '
+                   '--source (see --help for where it comes from)')
+    source = args.source or os.path.join(args.output_dir, TEXT_FILE + '.download')
+    if args.source is None:
+      download(url, source)
+    with open(source, 'rb') as f:
+      data = checked_text(f.read(), md5, source)
+    with written_whole(os.path.join(args.output_dir, TEXT_FILE), 'wb') as f:
+      f.write(data)
+    if args.source is None:
+      os.remove(source)
+    print(f'{args.corpus} into {os.path.join(args.output_dir, TEXT_FILE)}: {len(data)} bytes', file=sys.stderr)
+    return
   url, member, size = CORPORA[args.corpus]
-  archive = args.archive or os.path.join(args.output_dir, os.path.basename(url))
+  archive = args.source or os.path.join(args.output_dir, os.path.basename(url))
   if not os.path.exists(archive):
-    os.makedirs(args.output_dir, exist_ok=True)
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, \
-        written_whole(archive, 'wb') as f:
-      f.write(response.read())
+    download(url, archive)
   sizes = write_splits(read_corpus(archive, member, size), args.output_dir)
   print(f'{args.corpus} into {args.output_dir}: ' + ', '.join(f'{name} {count} bytes' for name, count in sizes.items()),
         file=sys.stderr)

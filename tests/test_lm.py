@@ -2,6 +2,7 @@
 import dataclasses
 import functools
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -525,6 +526,30 @@ def test_the_download_script_writes_the_standard_splits_of_a_zip_and_refuses_ano
     download_lm_data.read_corpus(str(archive), 'enwik8', 100_000_000)
   with pytest.raises(ValueError, match=r"not a zip holding 'text8'"):
     download_lm_data.read_corpus(str(archive), 'text8', 1024)
+
+
+def test_the_download_script_writes_a_text_corpus_checked_by_its_md5(tmp_path, monkeypatch, capsys):
+  import download_lm_data
+  text = b'First Citizen:\nBefore we proceed any further, hear me speak.\n'
+  (tmp_path / 'copy.txt').write_bytes(text)
+  monkeypatch.setitem(download_lm_data.TEXTS, 'warpeace', (None, hashlib.md5(text).hexdigest()))
+  download_lm_data.main(['--corpus=warpeace', f'--output_dir={tmp_path / "out"}', f'--source={tmp_path / "copy.txt"}'])
+  assert (tmp_path / 'out' / 'input.txt').read_bytes() == text
+  monkeypatch.setitem(download_lm_data.TEXTS, 'warpeace', (None, '0' * 32))
+  with pytest.raises(ValueError, match=r'copy.txt: MD5 \w+, but the corpus has 0{32}: another text'):
+    download_lm_data.main(['--corpus=warpeace', f'--output_dir={tmp_path / "bad"}',
+                           f'--source={tmp_path / "copy.txt"}'])
+  assert not (tmp_path / 'bad' / 'input.txt').exists()
+  with pytest.raises(SystemExit):  # No URL serves it: a copy is needed.
+    download_lm_data.main(['--corpus=warpeace', f'--output_dir={tmp_path / "none"}'])
+  assert '--corpus=warpeace is not served where this script can fetch it' in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists(SHAKESPEARE), reason=f'{SHAKESPEARE} is absent')
+def test_the_shared_tiny_shakespeare_is_the_corpus_the_script_fetches(tmp_path):
+  import download_lm_data
+  download_lm_data.main(['--corpus=tinyshakespeare', f'--output_dir={tmp_path}', f'--source={SHAKESPEARE}'])
+  assert (tmp_path / 'input.txt').stat().st_size == 1_115_394
 
 
 def test_the_length_figure_averages_each_variants_seeds_per_length_and_skips_what_was_not_measured(tmp_path):

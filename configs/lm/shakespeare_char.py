@@ -4,11 +4,11 @@ GPU recipe, nanoGPT's config/train_shakespeare_char.py (6 layers, 6 heads, d 384
 dropout 0.2, AdamW at 1e-3 after 100 warmup steps, cosine to 1e-4 at step 5000, beta2 0.99; nanoGPT's README
 reports a best validation loss of 1.4697):
     python -m lra_posenc.lm.train --config=configs/lm/shakespeare_char.py --workdir=runs/lm_shakespeare \\
-        --config.data.text_file=../shared/data/tinyshakespeare/input.txt
+        --config.data.text_file=data/tinyshakespeare/input.txt
 CPU recipe, the command of nanoGPT's README for a CPU (4 layers, 4 heads, d 128, block 64, batch 12, 2000
 steps, no dropout; "a loss of only 1.88", on 20 evaluation batches):
     python -m lra_posenc.lm.train --config=configs/lm/shakespeare_char.py:cpu --workdir=runs/lm_cpu \\
-        --config.data.text_file=../shared/data/tinyshakespeare/input.txt
+        --config.data.text_file=data/tinyshakespeare/input.txt
 As nanoGPT's train.py and model.py: pre-LayerNorm blocks, GELU, no biases, token embeddings tied to the output
 layer, every weight N(0, 0.02) and the projections into the residual stream N(0, 0.02 / sqrt(2 layers)); weight
 decay 0.1 on matrices and embeddings only, gradients clipped at norm 1. The text is cut as nanoGPT cuts it: the

@@ -1,7 +1,7 @@
 """Trains a causal Transformer language model on text and scores its best checkpoint.
 
     python -m lra_posenc.lm.train --config=configs/lm/shakespeare_char.py:cpu --workdir=runs/lm_cpu \\
-        --config.data.text_file=../shared/data/tinyshakespeare/input.txt
+        --config.data.text_file=data/tinyshakespeare/input.txt
 
 The vocabulary (the training split's characters, or bytes) is saved with every checkpoint and a resume
 with another is refused. Validation and test scores are the mean loss per token (nats) and bits per token
