@@ -251,7 +251,8 @@ def test_config_variants_read_and_bad_keys_are_named():
   config.data.level = 'char'
   config.data.tokens = 1
   with pytest.raises(ValueError, match=r'data.tokens is not a config key the code reads; valid keys of data: '
-                                       r"\['text_file', 'data_dir', 'level', 'block_size', 'validation_fraction'\]"):
+                                       r"\['text_file', 'data_dir', 'level', 'block_size', 'validation_fraction', "
+                                       r"'passkey_fraction', 'passkey_length'\]"):
     settings.read_settings(config)
   del config.data.tokens
   config.evaluation.selection_metric = 'loss'

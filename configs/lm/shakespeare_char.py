@@ -39,6 +39,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.validation_fraction = 0.1  # Of text_file: its last 10% validates, as nanoGPT's prepare.py.
   config.data.level = 'char'  # Or 'byte': UTF-8 bytes.
   config.data.block_size = 256  # Tokens a training window holds.
+  # > 0: this fraction of training windows carry a passkey of passkey_length symbols (a needle at a random depth,
+  # its query at the end; lra_posenc/lm/passkey.py), and the best checkpoint is scored on passkeys at every length.
+  config.data.passkey_fraction = 0.0
+  config.data.passkey_length = 4
 
   config.model = ml_collections.ConfigDict()
   config.model.emb_dim = 384
@@ -100,6 +104,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # 'sequential' only at 0 ... length - 1.
   config.scoring.positions = 'drawn'
   config.scoring.position_draws = 4
+  # With passkeys: windows at each of passkey_depths depths of the needle (start of the window to just before the
+  # query), passkey_trials at each, at every length.
+  config.scoring.passkey_depths = 8
+  config.scoring.passkey_trials = 16
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every_steps = 250

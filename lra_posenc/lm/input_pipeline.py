@@ -8,7 +8,7 @@ windows, each of its tokens but the first predicted once (Press et al. 2022's pr
 import dataclasses
 import gzip
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import jax
 import numpy as np
@@ -20,6 +20,9 @@ LEVELS = ('char', 'byte')
 UNKNOWN_ID = 0  # A character training never saw: scored like any other, and counted.
 # The files of a corpus in a directory (enwik8's and text8's standard split, as scripts/download_lm_data.py writes).
 SPLIT_FILES = {'train': 'train.txt', 'validation': 'valid.txt', 'test': 'test.txt'}
+# A change to a global batch's windows [batch, tokens] (passkeys planted), from a generator of its own.
+WindowEdit = Callable[[np.ndarray, np.random.Generator], np.ndarray]
+EDIT_STREAM = 1  # Seeds batch i's edit with (seed, i, this); its windows keep (seed, i).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,15 +116,19 @@ class TokenSplit:
       raise ValueError(f'{self.source}: {len(self.ids)} tokens, but {why} needs at least {needed}')
 
   def train_batches(self, batch_size: int, block_size: int, *, seed: int, start: int = 0,
-                    shard: HostShard | None = None) -> Iterator[Batch]:
-    """Endless batches of this host's rows of `batch_size` windows, from global batch index `start` on."""
+                    shard: HostShard | None = None, edit: WindowEdit | None = None) -> Iterator[Batch]:
+    """Endless batches of this host's rows of `batch_size` windows, from global batch index `start` on; `edit`
+    changes each global batch's windows (passkeys) with a generator of its own, seeded (seed, index, EDIT_STREAM)."""
     self.check_length(block_size + 1, f'a training window of {block_size} tokens and its next token')
     rows = (shard or HostShard.current()).slice(batch_size)
     span = np.arange(block_size + 1)
     index = start
     while True:
-      offsets = np.random.default_rng([seed, index]).integers(0, len(self.ids) - block_size, batch_size)[rows]
+      offsets = np.random.default_rng([seed, index]).integers(0, len(self.ids) - block_size, batch_size)
       windows = self.ids[offsets[:, None] + span]
+      if edit is not None:
+        windows = edit(windows, np.random.default_rng([seed, index, EDIT_STREAM]))
+      windows = windows[rows]
       yield {'inputs': windows[:, :-1], 'targets': windows[:, 1:], 'mask': np.ones(windows[:, 1:].shape, np.float32),
              'weight': np.ones(len(windows), np.float32)}
       index += 1

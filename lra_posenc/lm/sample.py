@@ -42,7 +42,8 @@ class Sampler:
   def from_workdir(cls, workdir: str) -> 'Sampler':
     config = read_config(workdir, settings.CONFIG_HISTORY)
     vocabulary = Vocabulary.from_artifact(read_json(os.path.join(workdir, 'artifacts.json'))['vocabulary'])
-    model = settings.read_model(config.model, settings.read_data(config.data), vocab_size=vocabulary.size)
+    data = settings.read_data(config.data)
+    model = settings.read_model(config.model, data, vocab_size=data.model_vocab_size(vocabulary.size))
     _, params, _ = restore_best(workdir, settings.CONFIG_HISTORY)
     return cls(model, vocabulary, params)
 
@@ -59,7 +60,7 @@ class Sampler:
 
       def step(token, cache):
         logits, updated = stepper.apply({'params': params, 'cache': cache}, token, train=False, mutable=['cache'])
-        return logits[:, 0], updated['cache']
+        return logits[:, 0, :self.vocabulary.size], updated['cache']  # Text only: never a passkey's ids.
 
       return decoding.sample(step, cache, tokens, prompt_length=prompt_length, rng=rng, temperature=temperature,
                              top_k=top_k)

@@ -10,7 +10,7 @@ with its reason. Options that stretch a trained model's positions zero-shot (RoP
 A model trained on randomized positions (Ruoss et al. 2023) is scored as their code scores it: each batch at
 sorted positions drawn from [0, L) as in training, the loss averaged over `position_draws` draws of the whole
 split (draw d of batch b from key(d) folded with b); it is also scored at 0 ... length - 1 ('by_length_sequential',
-the protocol before), so both are reported.
+the protocol before), so both are reported. A model trained with passkeys is also scored on them (lm/passkey.py).
 """
 import dataclasses
 import functools
@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from lra_posenc import encodings, progress
+from lra_posenc.lm import passkey
 from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.models.language_model import LanguageModel, weighted_nll
 from lra_posenc.training.placement import AXIS, host_copy, shard
@@ -31,6 +32,7 @@ from lra_posenc.training.steps import sum_over_devices
 BY_LENGTH = 'by_length'
 # The suffix of the scores of a model with randomized positions read at 0 ... length - 1.
 SEQUENTIAL = 'sequential'
+PASSKEY = 'passkey'  # results.json's key of a split's passkey scores by window length.
 
 POSITION_BINS = 32  # The loss by position is reported as the mean over this many equal spans of the window.
 
@@ -70,6 +72,7 @@ class LengthScorer:
   stretch: tuple[str, ...]
   drawn_positions: bool = True  # A model with randomized positions read at drawn positions (and sequential ones).
   position_draws: int = 1  # Draws of positions averaged.
+  passkey_scorer: passkey.PasskeyScorer | None = None  # A model trained with passkeys: also scored on them.
   _steps: dict = dataclasses.field(default_factory=dict)
 
   def _step(self, model: LanguageModel, drawn: bool) -> Callable:
@@ -124,6 +127,10 @@ class LengthScorer:
           str(length): self.score_length(self.model, params, split, length,
                                          f'{what}, windows of {length} at positions 0 ... {length - 1}')
           for length in lengths}
+    if self.passkey_scorer:
+      scores[PASSKEY] = {str(length): self.passkey_scorer.score_length(
+          params, split.ids, length, self.windows_per_batch(length), f'{what}, passkeys in windows of {length}',
+          block_size=self.block_size, drawn=drawn) for length in lengths}
     for option in self.stretch:
       scores[f'{BY_LENGTH}_{option}'] = {
           str(length): self.score_length(scaled(self.model, option, length / self.block_size), params, split,
@@ -136,7 +143,8 @@ def recorded_columns(results: dict) -> dict[str, float | None]:
   """A run's scores by length (results.json) as figures of its row: 'SPLIT loss at LENGTH', and 'SPLIT loss at
   LENGTH OPTION' where the encoding's OPTION was stretched to the length; None where the encoding could not be
   measured at that length. For the model's own scores past the training window L, also the two figures of
-  `extrapolation`: 'SPLIT extrapolation at LENGTH' and 'SPLIT far-context gain at LENGTH'."""
+  `extrapolation`: 'SPLIT extrapolation at LENGTH' and 'SPLIT far-context gain at LENGTH'; with passkeys, their
+  accuracies (`passkey.recorded_columns`)."""
   columns = {}
   block_size = results['config']['data']['block_size']
   for split, scores in results['test_sets'].items():
@@ -145,6 +153,8 @@ def recorded_columns(results: dict) -> dict[str, float | None]:
         columns[f'{split} loss at {length}' + (f' {option}' if option else '')] = score.get('loss')
     for length, figures in extrapolation(scores[BY_LENGTH], block_size).items():
       columns |= {f'{split} {name} at {length}': value for name, value in figures.items()}
+    if PASSKEY in scores:
+      columns |= passkey.recorded_columns(split, scores[PASSKEY], block_size)
   return columns
 
 

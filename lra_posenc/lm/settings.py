@@ -9,6 +9,7 @@ import ml_collections
 
 from lra_posenc import encodings
 from lra_posenc.lm.input_pipeline import LEVELS
+from lra_posenc.lm.passkey import Passkey
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import (CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, config_keys,
@@ -23,12 +24,19 @@ TASK = 'lm'
 def _upgrade_old_config(config: dict) -> None:
   """The keys added since the language model's first config.json files: model.embedding_scaling ('none', GPT-2's
   parametrisation, the only one before); scoring.positions and scoring.position_draws ('sequential' with one
-  pass: randomized positions were read at 0 ... length - 1 before)."""
+  pass: randomized positions were read at 0 ... length - 1 before); data.passkey_fraction (0: no passkeys) and
+  the passkey keys beside it, at their defaults, which act only with passkeys."""
   config['model'].setdefault('embedding_scaling', 'none')
   config['scoring'].setdefault('positions', 'sequential')
   config['scoring'].setdefault('position_draws', 1)
+  config['data'].setdefault('passkey_fraction', 0.0)
+  config['data'].setdefault('passkey_length', PASSKEY_DEFAULTS['passkey_length'])
+  for key in ('passkey_depths', 'passkey_trials'):
+    config['scoring'].setdefault(key, PASSKEY_DEFAULTS[key])
 
 
+# The passkey keys' values in config.json files from before them (with passkey_fraction 0, unused).
+PASSKEY_DEFAULTS = {'passkey_length': 4, 'passkey_depths': 8, 'passkey_trials': 16}
 # How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`; every one has `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}
@@ -48,12 +56,15 @@ SCORING_POSITIONS = ('drawn', 'sequential')
 class DataSettings:
   """`config.data`: one text file cut into training and validation as nanoGPT cuts it (the last
   `validation_fraction` validates), or a directory of train.txt, valid.txt and test.txt (`data_dir`); tokens of
-  characters or bytes (`level`, one of input_pipeline.LEVELS); the training window (`block_size`)."""
+  characters or bytes (`level`, one of input_pipeline.LEVELS); the training window (`block_size`); the fraction of
+  training windows that carry a passkey of `passkey_length` symbols (lm/passkey.py; 0: none, and none scored)."""
   text_file: str
   data_dir: str
   level: str
   block_size: int
   validation_fraction: float
+  passkey_fraction: float
+  passkey_length: int
 
   def __post_init__(self):
     if bool(self.text_file) == bool(self.data_dir):
@@ -62,6 +73,22 @@ class DataSettings:
     check_choice('data.level', self.level, LEVELS)
     check_range('data.block_size', self.block_size, at_least=1)
     check_range('data.validation_fraction', self.validation_fraction, above=0, below=1)
+    check_range('data.passkey_fraction', self.passkey_fraction, at_least=0, at_most=1,
+                why='of the training windows, each carrying a passkey')
+    check_range('data.passkey_length', self.passkey_length, at_least=1, why="a key's symbols")
+    if self.passkey_fraction and self.passkey(0).last_start(self.block_size + 1) < 0:
+      raise ValueError(f'data.passkey_length={self.passkey_length}: a needle and a query of a marker and the key '
+                       f'({2 * (1 + self.passkey_length)} tokens) do not fit in a training window and its next token '
+                       f'(data.block_size={self.block_size} + 1)')
+
+  def passkey(self, vocabulary_size: int) -> Passkey | None:
+    """The passkeys training windows carry, with ids after a vocabulary of `vocabulary_size`; None without."""
+    return Passkey(vocabulary_size, self.passkey_length) if self.passkey_fraction else None
+
+  def model_vocab_size(self, vocabulary_size: int) -> int:
+    """The model's ids: the vocabulary's and the passkeys'."""
+    passkey = self.passkey(vocabulary_size)
+    return vocabulary_size + (passkey.num_ids if passkey else 0)
 
   @property
   def test_splits(self) -> tuple[str, ...]:
@@ -78,12 +105,16 @@ class ScoringSettings:
   options that are also scored set to the length's ratio to the training window, for encodings that have them
   (RoPE's position interpolation and NTK-aware scaling, applied zero-shot). A model trained on randomized positions
   is read, with `positions` 'drawn', as Ruoss et al.'s code reads it: at sorted positions drawn as in training, the
-  loss averaged over `position_draws` draws, and also at 0 ... length - 1; with 'sequential' only at 0 ... length - 1."""
+  loss averaged over `position_draws` draws, and also at 0 ... length - 1; with 'sequential' only at 0 ... length - 1.
+  A model trained with passkeys is also scored on them at every length: `passkey_trials` windows at each of
+  `passkey_depths` depths."""
   length_multiples: tuple[int, ...]
   sliding_stride: int
   stretch_options: tuple[str, ...]
   positions: str
   position_draws: int
+  passkey_depths: int
+  passkey_trials: int
 
   def __post_init__(self):
     object.__setattr__(self, 'length_multiples', tuple(self.length_multiples))
@@ -97,6 +128,8 @@ class ScoringSettings:
     check_choice('scoring.positions', self.positions, SCORING_POSITIONS)
     check_range('scoring.position_draws', self.position_draws, at_least=1,
                 why='passes over the split at drawn positions, averaged')
+    check_range('scoring.passkey_depths', self.passkey_depths, at_least=1)
+    check_range('scoring.passkey_trials', self.passkey_trials, at_least=1, why='windows at each depth')
 
 
 @dataclasses.dataclass(frozen=True)

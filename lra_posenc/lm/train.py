@@ -19,6 +19,7 @@ from absl import logging
 from lra_posenc import benchmarking
 from lra_posenc.lm import input_pipeline, scoring
 from lra_posenc.lm.input_pipeline import Vocabulary
+from lra_posenc.lm.passkey import PasskeyScorer
 from lra_posenc.lm.settings import read_settings
 from lra_posenc.models import flops
 from lra_posenc.models.language_model import LanguageModel, next_token_sums
@@ -78,19 +79,26 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     logging.info('%s: %d tokens from %s; %d character(s) outside the vocabulary', name, len(split.ids),
                  split.source, split.unknown)
   logging.info('vocabulary: %d tokens (%s level)', vocabulary.size, data.level)
-  model = settings.model.clone(vocab_size=vocabulary.size)
+  passkey = data.passkey(vocabulary.size)
+  if passkey:
+    logging.info('passkeys of %d symbols in %.0f%% of training windows: ids %d-%d', passkey.length,
+                 100 * data.passkey_fraction, passkey.first_id, passkey.first_id + passkey.num_ids - 1)
+  model = settings.model.clone(vocab_size=data.model_vocab_size(vocabulary.size))
   batch_size, block_size = trainer_settings.training.batch_size, data.block_size
   example = jnp.zeros((1, block_size), jnp.int32)
   scorer = scoring.LengthScorer(model, block_size, settings.scoring.length_multiples, settings.scoring.sliding_stride,
                                 trainer_settings.evaluation.batch_size,
                                 scoring.stretch_options(model, settings.scoring.stretch_options),
                                 drawn_positions=settings.scoring.positions == 'drawn',
-                                position_draws=settings.scoring.position_draws)
+                                position_draws=settings.scoring.position_draws,
+                                passkey_scorer=passkey and PasskeyScorer(model, passkey, settings.scoring.passkey_depths,
+                                                                  settings.scoring.passkey_trials))
+  edit = passkey and functools.partial(passkey.carry, fraction=data.passkey_fraction)
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],
       metrics=functools.partial(language_model_metrics, model),
       train_batches=lambda start: splits['train'].train_batches(batch_size, block_size, seed=trainer_settings.seed,
-                                                                start=start),
+                                                                start=start, edit=edit),
       train_batch_shapes=(input_pipeline.train_batch_shape(batch_size, block_size),),
       eval_batches=lambda split: splits[split].eval_batches(trainer_settings.evaluation.batch_size, block_size),
       artifacts={'vocabulary': vocabulary.to_artifact()},
