@@ -116,7 +116,8 @@ def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
   """MFU's count: without an encoding, the closed form, all per example. Products of positions alone run
   once per call, whatever the batch: FIRE's and dynamic_bias's MLPs over position pairs, Transformer-XL's
   projection of relative positions. Products with content run per example: CoPE's gates, Transformer-XL's
-  content-position logits. Every other encoding adds none."""
+  content-position logits, DAPE's MLP over each pair's logits and bias (and the logits it reads). Every other
+  encoding adds none."""
   counts = {name: listops_train.benchmark_workload(small_listops_config(pos_encoding=name)).forward_flops
             for name in encodings.REGISTRY}
   model = listops_settings.create_model(small_listops_config())
@@ -124,7 +125,9 @@ def test_workload_flops_are_the_closed_form_and_the_products_an_encoding_adds():
   assert none == flops.ForwardFlops(per_example=classifier_flops(model.config, 16 + 1, 24, 10), per_call=0)
   assert {name for name, count in counts.items() if count.per_call} == {'fire', 'dynamic_bias', 'transformer_xl'}
   assert {name for name, count in counts.items() if count.per_example != none.per_example} == {
-      'cope', 'transformer_xl'}
+      'cope', 'dape', 'transformer_xl'}
+  # DAPE, 2 layers, 17 positions, 4 heads of 8: q.k, then 2 x 4 channels -> 32 -> 4, per pair.
+  assert counts['dape'].per_example - none.per_example == 2 * 2 * 17 ** 2 * (4 * 8 + 2 * 4 * 32 + 32 * 4)
   assert all(count.per_call >= 0 and count.per_example >= none.per_example for count in counts.values())
   # dynamic_bias at width 32 / 4 = 8, depth 2, 4 heads: per pair of the 17 positions, 1 -> 8 -> 8 -> 4.
   width, pairs = 8, 17 ** 2
