@@ -1,1 +1,2 @@
-"""lra_posenc: comparing positional encodings in Transformers on LRA ListOps and translation."""
+"""lra_posenc: comparing positional encodings in Transformers on LRA ListOps, translation and causal language
+modelling."""

@@ -80,8 +80,13 @@ def checked_text(data: bytes, md5: str, where: str) -> bytes:
 
 
 def download(url: str, path: str) -> None:
-  with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, written_whole(path, 'wb') as f:
-    f.write(response.read())
+  """`url` into `path` whole; where it cannot be fetched, one line naming the address and --source (--archive)."""
+  try:
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, written_whole(path, 'wb') as f:
+      f.write(response.read())
+  except OSError as error:  # URLError, a timeout, a connection reset.
+    raise SystemExit(f'error: could not download {url} ({getattr(error, "reason", error)}); fetch it where a network '
+                     'reaches it and give the file with --source (or --archive)') from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

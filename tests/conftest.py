@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny ListOps and translation sets, configs that train on them in seconds, workers."""
+"""Shared fixtures: tiny ListOps, translation and text sets, configs that train on them in seconds, workers."""
 import concurrent.futures
 import contextlib
 import gzip

@@ -1,4 +1,4 @@
-"""The one train loop both tasks share: set up, restore, train with evaluations and checkpoints, then test.
+"""The one train loop every task shares: set up, restore, train with evaluations and checkpoints, then test.
 
 A task supplies a model's loss and metrics, its batches, its artifacts and its settings (`task.Task`); the
 steps, device placement, evaluation, the run record and the workdir's files each have a module of their own.
