@@ -6,6 +6,8 @@ import hashlib
 import json
 import math
 import os
+import re
+import urllib.error
 import zipfile
 
 import jax
@@ -14,10 +16,11 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+import scipy.stats
 
 from configs.lm import shakespeare_char
 from lra_posenc import encodings
-from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train
+from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train, trained_at_length
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
@@ -546,6 +549,18 @@ def test_the_download_script_writes_a_text_corpus_checked_by_its_md5(tmp_path, m
   assert '--corpus=warpeace is not served where this script can fetch it' in capsys.readouterr().err
 
 
+def test_a_download_without_a_network_is_one_line_naming_the_address_and_the_copy_option(tmp_path, monkeypatch):
+  import download_lm_data
+  def unreachable(url, timeout):
+    raise urllib.error.URLError(OSError(-2, 'Name or service not known'))
+  monkeypatch.setattr(download_lm_data.urllib.request, 'urlopen', unreachable)
+  url = download_lm_data.TEXTS['tinyshakespeare'][0]
+  with pytest.raises(SystemExit, match=rf'^error: could not download {re.escape(url)} \(.*Name or service not known'
+                                       r'\); .* --source \(or --archive\)$'):
+    download_lm_data.main(['--corpus=tinyshakespeare', f'--output_dir={tmp_path}'])
+  assert os.listdir(tmp_path) == []  # Nothing half-written.
+
+
 @pytest.mark.skipif(not os.path.exists(SHAKESPEARE), reason=f'{SHAKESPEARE} is absent')
 def test_the_shared_tiny_shakespeare_is_the_corpus_the_script_fetches(tmp_path):
   import download_lm_data
@@ -583,6 +598,37 @@ def test_the_length_figure_averages_each_variants_seeds_per_length_and_skips_wha
   length_figure.main(['--runs', str(tmp_path / 'runs'), '--output', str(output), '--exclude=learned',
                       '--plain_stretches'])
   assert set(json.loads((tmp_path / 'figure.json').read_text())) == {'rope', 'rope, ntk_factor stretched'}
+
+
+def test_the_trained_at_length_table_sets_each_encodings_runs_at_l_beside_its_runs_at_kl(tmp_path):
+  def write(study, variant, seed, block_size, losses):
+    run = tmp_path / study / variant / f'seed_{seed}'
+    os.makedirs(run)
+    scores = {'loss': losses[block_size], 'bits_per_token': 1.0,
+              'by_length': {str(length): {'loss': loss, 'loss_by_position': [loss], 'position_bin_starts': [0]}
+                            for length, loss in losses.items()}}
+    (run / 'results.json').write_text(json.dumps({
+        'config': {'data': {'block_size': block_size}}, 'test_sets': {'validation': scores},
+        'validation': {'log_likelihood': -losses[block_size]}, 'best_step': 10, 'step': 10}))
+
+  for seed, (short, long) in enumerate([(2.0, 1.5), (2.2, 1.7), (2.1, 1.4)]):
+    write('at_l', 'rope', seed, 8, {8: 1.0, 32: short})
+    write('at_l', 'rope:kept_frequencies=0.5', seed, 8, {8: 1.0, 32: 9.9})  # Another variant: not compared.
+    write('at_kl', 'rope:data.block_size=32:training.batch_size=1', seed, 32, {32: long})
+  write('at_l', 'learned', 0, 8, {8: 1.0})  # Cannot be scored at 32: "not measured".
+  write('at_kl', 'learned:data.block_size=32:training.batch_size=1', 0, 32, {32: 1.6})
+  rows = trained_at_length.rows(str(tmp_path / 'at_l'), str(tmp_path / 'at_kl'))
+  assert [(row['encoding'], row['length']) for row in rows] == [('learned', 32), ('rope', 32)]
+  learned, rope = rows
+  assert rope['stats']['at L']['values'] == [2.0, 2.2, 2.1] and rope['stats']['at kL']['values'] == [1.5, 1.7, 1.4]
+  assert rope['delta'] == pytest.approx(2.1 - 1.533333, abs=1e-6)
+  assert rope['welch_p'] == pytest.approx(
+      scipy.stats.ttest_ind([2.0, 2.2, 2.1], [1.5, 1.7, 1.4], equal_var=False).pvalue)
+  assert rope['holm_p'] == rope['welch_p']  # The only test of the family: learned has none.
+  assert learned['stats']['at L']['mean'] is None and learned['welch_missing'] == 'not measured'
+  table = trained_at_length.markdown(rows)
+  assert '| learned | 32 | 0, 1 | not measured | 1.600 | - | not measured |' in table
+  assert '| rope | 32 | 3, 3 | 2.100 ± 0.100 | 1.533 ± 0.153 | +0.567 |' in table
 
 
 def test_nanogpts_printout_is_read_into_its_validation_curve(tmp_path):

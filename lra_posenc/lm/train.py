@@ -91,8 +91,8 @@ def create_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
                                 scoring.stretch_options(model, settings.scoring.stretch_options),
                                 drawn_positions=settings.scoring.positions == 'drawn',
                                 position_draws=settings.scoring.position_draws,
-                                passkey_scorer=passkey and PasskeyScorer(model, passkey, settings.scoring.passkey_depths,
-                                                                  settings.scoring.passkey_trials))
+                                passkey_scorer=passkey and PasskeyScorer(
+                                    model, passkey, settings.scoring.passkey_depths, settings.scoring.passkey_trials))
   edit = passkey and functools.partial(passkey.carry, fraction=data.passkey_fraction)
   return Task(
       init_params=lambda rng: model.init({'params': rng}, example, train=False)['params'],

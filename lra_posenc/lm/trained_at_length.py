@@ -1,0 +1,88 @@
+"""Trained at L and scored at kL, against trained at kL (ALiBi's Figure 1 comparison), from committed run files.
+
+    python -m lra_posenc.lm.trained_at_length --trained_at_l=results/lm_shakespeare_char_cpu/runs \\
+        --trained_at_kl=results/lm_shakespeare_char_cpu_at_length/runs \\
+        --output=results/lm_shakespeare_char_cpu_at_length/table.md
+
+--trained_at_kl holds runs of `ENCODING:data.block_size=kL:training.batch_size=B` (the same steps, about as many
+tokens per step); each is scored in its own windows. For every such encoding and length, the table gives the loss
+at kL of the encoding trained at L (its row in --trained_at_l, without overrides) and of the one trained at kL, mean
+± std over seeds, their difference (trained at L minus trained at kL: above 0 where training at kL is better) and
+Welch's p over seeds, Holm-adjusted over every comparison of the table.
+"""
+import argparse
+import os
+from collections.abc import Sequence
+
+from lra_posenc import report, sweeps, tasks
+from lra_posenc.data.files import written_whole
+from lra_posenc.lm.settings import TASK
+
+
+def losses(runs_dir: str) -> dict[tuple[str, int], dict[int, float]]:
+  """(variant spec, block size) -> seed -> {scored length: loss} for every finished run under `runs_dir`."""
+  table: dict[tuple[str, int], dict[int, dict[int, float]]] = {}
+  for run in report.read_source(os.path.dirname(runs_dir), os.path.basename(runs_dir), tasks.TASKS[TASK]):
+    variant = sweeps.parse_variant(run['variant'])
+    block_size = int(dict(variant.overrides).get('data.block_size', 0))
+    others = [key for key, _ in variant.overrides if key not in ('model.pos_encoding', 'data.block_size',
+                                                                 'training.batch_size')]
+    spec = variant.encoding if not others else run['variant']
+    scores = {int(key.split()[-1]): value for key, value in run.items()
+              if key.startswith('validation loss at ') and len(key.split()) == 4 and value is not None}
+    table.setdefault((spec, block_size), {})[run['seed']] = scores
+  return table
+
+
+def rows(trained_at_l: str, trained_at_kl: str) -> list[dict]:
+  """A row per (encoding, kL) of --trained_at_kl: the two sides' losses at kL over seeds, difference, Welch p
+  and Holm p."""
+  short, long = losses(trained_at_l), losses(trained_at_kl)
+  result = []
+  for (spec, length), seeds in sorted(long.items(), key=lambda item: (item[0][1], item[0][0])):
+    base = short.get((spec, 0))
+    if base is None:
+      raise SystemExit(f'{trained_at_l}: no runs of {spec} without overrides, to score at {length}')
+    sides = {'at L': [scores.get(length) for scores in base.values()],
+             'at kL': [scores.get(length) for scores in seeds.values()]}
+    stats = {side: sweeps.mean_and_std(values) | {'values': values} for side, values in sides.items()}
+    row = {'encoding': spec, 'length': length, 'stats': stats,
+           'delta': (stats['at L']['mean'] - stats['at kL']['mean']) if stats['at L']['mean'] is not None else None}
+    as_rows = [{'stats': {'loss': stats[side]}} for side in sides]  # As report.welch reads a table's rows.
+    row['welch_p'], row['welch_missing'] = (report.welch(*as_rows, 'loss') if row['delta'] is not None
+                                            else (None, 'not measured'))
+    result.append(row)
+  for row, adjusted in zip(result, report.holm([row['welch_p'] for row in result])):
+    row['holm_p'] = adjusted
+  return result
+
+
+def markdown(table: Sequence[dict]) -> str:
+  lines = ['| encoding | scored at | n (L, kL) | trained at L | trained at kL | L minus kL | Welch p (Holm) |',
+           '| --- | --- | --- | --- | --- | --- | --- |']
+  for row in table:
+    at_l, at_kl = row['stats']['at L'], row['stats']['at kL']
+    cell = lambda stats: sweeps.mean_std_cell(stats, 3) if stats['mean'] is not None else 'not measured'
+    delta = f"{row['delta']:+.3f}" if row['delta'] is not None else '-'
+    p = (report.p_cell(row['welch_p']) + f" ({report.p_cell(row['holm_p'])})" if row['welch_p'] is not None
+         else row['welch_missing'])
+    lines.append(f"| {row['encoding']} | {row['length']} | {at_l['count']}, {at_kl['count']} | {cell(at_l)} | "
+                 f"{cell(at_kl)} | {delta} | {p} |")
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--trained_at_l', required=True, help='The study trained at L: VARIANT/seed_S run folders.')
+  parser.add_argument('--trained_at_kl', required=True, help='The runs trained at kL: VARIANT/seed_S run folders.')
+  parser.add_argument('--output', default='', help='Where to write the Markdown table (else standard output).')
+  args = parser.parse_args(argv)
+  text = markdown(rows(args.trained_at_l, args.trained_at_kl))
+  if args.output:
+    with written_whole(args.output) as f:
+      f.write(text)
+  print(text, end='')
+
+
+if __name__ == '__main__':
+  main()
