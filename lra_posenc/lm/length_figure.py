@@ -108,12 +108,24 @@ def draw(lines: dict[str, dict[int, list[float]]], path: str, *, split: str, tit
   plt.close(figure)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+def figure_parser(description: str, title: str) -> argparse.ArgumentParser:
+  """The arguments of a study's figure: its run folders, the PNG (its numbers beside it), the split, the title."""
+  parser = argparse.ArgumentParser(description=description)
   parser.add_argument('--runs', required=True, help='A study folder of VARIANT/seed_S run folders.')
   parser.add_argument('--output', required=True, help='The PNG to write; its numbers go beside it as .json.')
   parser.add_argument('--split', default='validation', help="The scored split (results.json's test_sets).")
-  parser.add_argument('--title', default='Loss against scoring length (mean over seeds, band: std)')
+  parser.add_argument('--title', default=title)
+  return parser
+
+
+def write_numbers(output: str, numbers: dict) -> None:
+  """A figure's numbers beside its PNG `output`, as JSON of the same name."""
+  with written_whole(os.path.splitext(output)[0] + '.json') as f:
+    json.dump(numbers, f, indent=2)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = figure_parser(__doc__.split('\n\n')[0], 'Loss against scoring length (mean over seeds, band: std)')
   parser.add_argument('--exclude', default='', help='Comma-separated variants (folder specs) not drawn.')
   parser.add_argument('--plain_stretches', action='store_true',
                       help='Draw zero-shot stretches only of variants without overrides.')
@@ -125,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   if not lines:
     raise SystemExit(f'{args.runs}: no finished run with scores by length')
   draw(lines, args.output, split=args.split, title=args.title)
-  with written_whole(os.path.splitext(args.output)[0] + '.json') as f:
-    json.dump(summary(lines), f, indent=2)
+  write_numbers(args.output, summary(lines))
   print(f'wrote {args.output}: {len(lines)} lines')
 
 

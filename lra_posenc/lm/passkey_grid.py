@@ -9,8 +9,6 @@ by scoring length (rows) and depth (columns: 0, the window's start, to 1, just b
 sits farther back than the training window where it is outlined. A variant none of whose seeds learned is drawn
 empty, its panel saying so. Also writes the grid's numbers beside it as JSON (same name, .json).
 """
-import argparse
-import json
 import os
 from collections.abc import Sequence
 
@@ -18,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lra_posenc import sweeps
-from lra_posenc.data.files import written_whole
+from lra_posenc.lm.length_figure import figure_parser, write_numbers
 from lra_posenc.lm.passkey import LEARNED_ACCURACY
 from lra_posenc.lm.scoring import PASSKEY
 from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
@@ -92,19 +90,13 @@ def draw(variants: dict[str, dict], path: str, *, title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--runs', required=True, help='A study folder of VARIANT/seed_S run folders.')
-  parser.add_argument('--output', required=True, help='The PNG to write; its numbers go beside it as .json.')
-  parser.add_argument('--split', default='validation', help="The scored split (results.json's test_sets).")
-  parser.add_argument('--title', default='Passkey retrieval by length and depth (mean over the seeds that '
-                                         'retrieve; outlined: farther back than the training window)')
-  args = parser.parse_args(argv)
+  args = figure_parser(__doc__.split('\n\n')[0], 'Passkey retrieval by length and depth (mean over the seeds that '
+                       'retrieve; outlined: farther back than the training window)').parse_args(argv)
   variants = grids(args.runs, args.split)
   if not variants:
     raise SystemExit(f'{args.runs}: no finished run with passkey scores')
   draw(variants, args.output, title=args.title)
-  with written_whole(os.path.splitext(args.output)[0] + '.json') as f:
-    json.dump(variants, f, indent=2)
+  write_numbers(args.output, variants)
   print(f'wrote {args.output}: {len(variants)} variants')
 
 
