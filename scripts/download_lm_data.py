@@ -22,10 +22,12 @@ next 5M validate, the last 5M test; written as train.txt, valid.txt and test.txt
 --source reads the file (a text, or the zip) from disk instead of downloading. The corpus is checked before anything
 is written.
 """
-import hashlib
 import argparse
+import hashlib
+import http.client
 import os
 import sys
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Sequence
@@ -82,11 +84,14 @@ def checked_text(data: bytes, md5: str, where: str) -> bytes:
 def download(url: str, path: str) -> None:
   """`url` into `path` whole; where it cannot be fetched, one line naming the address and --source (--archive)."""
   try:
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, written_whole(path, 'wb') as f:
-      f.write(response.read())
-  except OSError as error:  # URLError, a timeout, a connection reset.
-    raise SystemExit(f'error: could not download {url} ({getattr(error, "reason", error)}); fetch it where a network '
-                     'reaches it and give the file with --source (or --archive)') from None
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+      data = response.read()
+  except (OSError, http.client.HTTPException) as error:  # No network, a timeout, a reset, a cut-off body, HTTP 404.
+    detail = error if isinstance(error, urllib.error.HTTPError) else getattr(error, 'reason', error)
+    raise SystemExit(f'error: could not download {url} ({detail}); fetch it where a network reaches it and give '
+                     'the file with --source (or --archive)') from None
+  with written_whole(path, 'wb') as f:
+    f.write(data)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -35,8 +35,8 @@ def run(arguments: list[str], *, cwd=ROOT) -> subprocess.CompletedProcess:
      "error: --config.training.batch_size=abc: invalid literal for int() with base 10: 'abc'"),
     (['--config=configs/listops/lra.py:cpu', '--config.model.pos_encoding=sine'],
      "error: model.pos_encoding='sine' is not a known encoding; valid choices: ['none', 'alibi', 'chebyshev', "
-     "'cope', 'dape', 'dynamic_bias', 'fire', 'kerple_log', 'kerple_power', 'learned', 'legendre', 'rope', 'sinusoidal', "
-     "'t5', 'transformer_xl', 'xpos']"),
+     "'cope', 'dape', 'dynamic_bias', 'fire', 'kerple_log', 'kerple_power', 'learned', 'legendre', 'rope', "
+     "'sinusoidal', 't5', 'transformer_xl', 'xpos']"),
 ])
 def test_a_user_error_is_one_line_with_status_2_and_leaves_no_workdir(tmp_path, overrides, message):
   workdir = tmp_path / 'run'

@@ -558,6 +558,19 @@ def test_a_download_without_a_network_is_one_line_naming_the_address_and_the_cop
   with pytest.raises(SystemExit, match=rf'^error: could not download {re.escape(url)} \(.*Name or service not known'
                                        r'\); .* --source \(or --archive\)$'):
     download_lm_data.main(['--corpus=tinyshakespeare', f'--output_dir={tmp_path}'])
+
+  class CutOff:  # The connection drops while the body is read.
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *exception):
+      return False
+
+    def read(self):
+      raise ConnectionResetError(104, 'Connection reset by peer')
+  monkeypatch.setattr(download_lm_data.urllib.request, 'urlopen', lambda url, timeout: CutOff())
+  with pytest.raises(SystemExit, match=r'could not download .* \(\[Errno 104\] Connection reset by peer\)'):
+    download_lm_data.main(['--corpus=tinyshakespeare', f'--output_dir={tmp_path}'])
   assert os.listdir(tmp_path) == []  # Nothing half-written.
 
 
@@ -613,13 +626,16 @@ def test_the_trained_at_length_table_sets_each_encodings_runs_at_l_beside_its_ru
 
   for seed, (short, long) in enumerate([(2.0, 1.5), (2.2, 1.7), (2.1, 1.4)]):
     write('at_l', 'rope', seed, 8, {8: 1.0, 32: short})
-    write('at_l', 'rope:kept_frequencies=0.5', seed, 8, {8: 1.0, 32: 9.9})  # Another variant: not compared.
+    write('at_l', 'rope:kept_frequencies=0.5', seed, 8, {8: 1.0, 32: 9.9})  # Another variant, its own row.
     write('at_kl', 'rope:data.block_size=32:training.batch_size=1', seed, 32, {32: long})
+  write('at_kl', 'rope:kept_frequencies=0.5:data.block_size=32:training.batch_size=1', 0, 32, {32: 1.9})
   write('at_l', 'learned', 0, 8, {8: 1.0})  # Cannot be scored at 32: "not measured".
   write('at_kl', 'learned:data.block_size=32:training.batch_size=1', 0, 32, {32: 1.6})
   rows = trained_at_length.rows(str(tmp_path / 'at_l'), str(tmp_path / 'at_kl'))
-  assert [(row['encoding'], row['length']) for row in rows] == [('learned', 32), ('rope', 32)]
-  learned, rope = rows
+  assert [(row['encoding'], row['length']) for row in rows] == [
+      ('learned', 32), ('rope', 32), ('rope:kept_frequencies=0.5', 32)]
+  learned, rope, partial = rows
+  assert partial['stats']['at L']['values'] == [9.9] * 3 and partial['welch_missing'] == 'one seed'
   assert rope['stats']['at L']['values'] == [2.0, 2.2, 2.1] and rope['stats']['at kL']['values'] == [1.5, 1.7, 1.4]
   assert rope['delta'] == pytest.approx(2.1 - 1.533333, abs=1e-6)
   assert rope['welch_p'] == pytest.approx(

@@ -38,7 +38,7 @@ def test_a_stated_fraction_of_training_windows_carries_one_and_the_rest_are_the_
   edit = functools.partial(KEY.carry, fraction=0.25)
   plain = split.train_batches(64, 16, seed=3, shard=HostShard(0, 1))
   edited = split.train_batches(64, 16, seed=3, shard=HostShard(0, 1), edit=edit)
-  carried = 0
+  carried, depths = 0, set()
   for _ in range(20):
     a, b = next(plain), next(edited)
     queried = b['inputs'][:, -KEY.length] == 20  # The query's marker, where the key's first target is read.
@@ -46,8 +46,14 @@ def test_a_stated_fraction_of_training_windows_carries_one_and_the_rest_are_the_
     np.testing.assert_array_equal(markers, 2 * queried)  # One needle with each query, none without.
     np.testing.assert_array_equal(a['inputs'][~queried], b['inputs'][~queried])
     np.testing.assert_array_equal(b['targets'][:, :-1], b['inputs'][:, 1:])
+    windows = np.concatenate([b['inputs'], b['targets'][:, -1:]], axis=1)[queried]
+    starts = np.argmax(windows == 20, axis=1)
+    needles = windows[np.arange(len(windows))[:, None], starts[:, None] + np.arange(KEY.span)]
+    np.testing.assert_array_equal(needles, windows[:, -KEY.span:])  # The query asks for the needle's key.
+    depths.update(starts.tolist())
     carried += queried.sum()
   assert abs(carried / (20 * 64) - 0.25) < 0.04  # 1280 windows: 3 standard deviations of a binomial.
+  assert len(depths) > 8  # Uniform over the 17 - 2 x 4 + 1 = 10 starts of a window of 17 tokens.
   # A pure function of (seed, index): resumed and split over hosts, the same windows.
   resumed = split.train_batches(64, 16, seed=3, start=19, shard=HostShard(0, 1), edit=edit)
   np.testing.assert_array_equal(next(resumed)['inputs'], b['inputs'])
@@ -74,13 +80,16 @@ class LookbackOracle:
     return jax.nn.one_hot(jnp.where(reads, copied, 1), self.vocab_size)
 
 
-@pytest.mark.parametrize('reach', [5, 40, 1000])
+@pytest.mark.parametrize('reach', [5, 37, 38, 1000])  # At 64, one depth's needle is 38 tokens back.
 def test_accuracy_by_depth_is_one_exactly_where_the_needle_is_within_reach(reach):
-  ids = text_ids(3000)
+  split = TokenSplit('valid', text_ids(3000), 0)
   scorer = PasskeyScorer(LookbackOracle(KEY, reach), KEY, depths=6, trials=5)
   params = placement.replicate({})
   for length in (16, 64):
-    score = scorer.score_length(params, ids, length, jax.device_count() * 4, 'test', block_size=16)
+    score = scorer.score_length(params, split, length, jax.device_count() * 4, 'test', block_size=16)
+    # Read at drawn positions (a model trained on randomized ones), the same windows; the oracle ignores them.
+    drawn = scorer.score_length(params, split, length, jax.device_count() * 4, 'test', block_size=16, drawn=True)
+    assert drawn == score | {'positions': 'drawn'}
     distances = [cell['distance'] for cell in score['by_depth']]
     # Depths 0 ... 1 place the needle's marker from the window's start to just before the query.
     assert distances[0] == length - KEY.length and distances[-1] == KEY.span
@@ -93,8 +102,10 @@ def test_accuracy_by_depth_is_one_exactly_where_the_needle_is_within_reach(reach
             else score['beyond_window'] == {'accuracy': pytest.approx(np.mean(far)), 'windows': 5 * len(far)})
   # Every model reads the same windows and keys.
   again = PasskeyScorer(LookbackOracle(KEY, 0), KEY, depths=6, trials=5)
-  first, second = (s.passkey.haystacks(ids, 64, 6, 5) for s in (scorer, again))
+  first, second = (s.passkey.haystacks(split, 64, 6, 5) for s in (scorer, again))
   np.testing.assert_array_equal(first[0].arrays['inputs'], second[0].arrays['inputs'])
+  with pytest.raises(ValueError, match='valid: 3000 tokens, but passkey windows of 4096 tokens and the next needs'):
+    scorer.passkey.haystacks(split, 4096, 6, 5)
 
 
 def test_a_model_that_does_not_retrieve_within_its_window_has_no_passkey_figures_but_is_counted():
@@ -158,7 +169,7 @@ def test_a_run_with_passkeys_scores_them_at_every_length(tmp_path):
   results = trainer.train_and_evaluate(workdir, task)
   scores = results['test_sets']['validation'][scoring.PASSKEY]
   assert set(scores) == {'16', '64'}
-  assert [cell['distance'] for cell in scores['64']['by_depth']] == [62, 32, 3]  # (64 - 2) - round(depth x 58).
+  assert [cell['distance'] for cell in scores['64']['by_depth']] == [62, 32, 3]  # (64 - 2) - round(depth x 59).
   assert scores['16']['beyond_window'] is None and scores['64']['beyond_window']['windows'] == 4
   columns = scoring.recorded_columns(results)
   assert columns['validation passkey learned'] == float(scores['16']['accuracy'] >= passkey.LEARNED_ACCURACY)

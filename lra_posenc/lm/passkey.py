@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from lra_posenc import encodings, progress
+from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.placement import AXIS, host_copy, shard
@@ -82,10 +83,12 @@ class Passkey:
     keys = rng.integers(0, SYMBOLS, (rows, self.length))
     return np.where(carries[:, None], self.plant(windows, starts, keys), windows)
 
-  def haystacks(self, ids: np.ndarray, length: int, depths: int, trials: int) -> tuple[ArrayDataset, np.ndarray]:
-    """Scoring windows of `length` inputs from the split `ids`: `trials` for each of `depths` evenly spaced depths,
-    as an ArrayDataset (inputs, targets, and each window's depth index 'cell'), and each window's distance."""
+  def haystacks(self, split: TokenSplit, length: int, depths: int, trials: int) -> tuple[ArrayDataset, np.ndarray]:
+    """Scoring windows of `length` inputs cut from `split`: `trials` for each of `depths` evenly spaced depths, as
+    an ArrayDataset (inputs, targets, and each window's depth index 'cell'), and each window's distance."""
     tokens = length + 1
+    split.check_length(tokens, f'passkey windows of {length} tokens and the next')
+    ids = split.ids
     rng = np.random.default_rng([length, SCORING_STREAM])
     offsets = rng.integers(0, len(ids) - length, depths * trials)
     keys = rng.integers(0, SYMBOLS, (depths * trials, self.length))
@@ -122,12 +125,12 @@ class PasskeyScorer:
                                     axis_name=AXIS, in_axes=(0, 0, None) if drawn else (0, 0))
     return self._steps[drawn]
 
-  def score_length(self, params: Any, ids: np.ndarray, length: int, windows_per_batch: int, what: str, *,
+  def score_length(self, params: Any, split: TokenSplit, length: int, windows_per_batch: int, what: str, *,
                    block_size: int, drawn: bool = False) -> dict[str, Any]:
     """Accuracy at `length`, overall and by depth (with each depth's distances), and over the needles at a
     distance of `block_size` or more; or why the model cannot be scored there. `drawn`: randomized positions
-    read at sorted draws, one per batch."""
-    dataset, distance = self.passkey.haystacks(ids, length, self.depths, self.trials)
+    read at sorted draws, one per batch (recorded as 'positions')."""
+    dataset, distance = self.passkey.haystacks(split, length, self.depths, self.trials)
     totals = None
     try:
       for index, batch in enumerate(progress.track(dataset.eval_batches(windows_per_batch), what, unit='batches')):
@@ -139,11 +142,12 @@ class PasskeyScorer:
     hits, windows = totals['hits'].astype(np.int64), totals['windows'].astype(np.int64)
     distances = distance[::self.trials]  # A depth's windows share its distance.
     far = distances >= block_size
-    return {'accuracy': float(hits.sum() / windows.sum()), 'windows': int(windows.sum()),
-            'by_depth': [{'depth': float(fraction), 'distance': int(d), 'accuracy': float(h / w)}
-                         for fraction, d, h, w in zip(depth_fractions(self.depths), distances, hits, windows)],
-            'beyond_window': ({'accuracy': float(hits[far].sum() / windows[far].sum()),
-                               'windows': int(windows[far].sum())} if far.any() else None)}
+    return ({'positions': 'drawn'} if drawn else {}) | {
+        'accuracy': float(hits.sum() / windows.sum()), 'windows': int(windows.sum()),
+        'by_depth': [{'depth': float(fraction), 'distance': int(d), 'accuracy': float(h / w)}
+                     for fraction, d, h, w in zip(depth_fractions(self.depths), distances, hits, windows)],
+        'beyond_window': ({'accuracy': float(hits[far].sum() / windows[far].sum()),
+                           'windows': int(windows[far].sum())} if far.any() else None)}
 
 
 def recorded_columns(split: str, passkey: dict, block_size: int) -> dict[str, float | None]:

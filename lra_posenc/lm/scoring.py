@@ -127,10 +127,10 @@ class LengthScorer:
           str(length): self.score_length(self.model, params, split, length,
                                          f'{what}, windows of {length} at positions 0 ... {length - 1}')
           for length in lengths}
-    if self.passkey_scorer:
+    if self.passkey_scorer:  # Also in the training window, which tells whether the model retrieves at all.
       scores[PASSKEY] = {str(length): self.passkey_scorer.score_length(
-          params, split.ids, length, self.windows_per_batch(length), f'{what}, passkeys in windows of {length}',
-          block_size=self.block_size, drawn=drawn) for length in lengths}
+          params, split, length, self.windows_per_batch(length), f'{what}, passkeys in windows of {length}',
+          block_size=self.block_size, drawn=drawn) for length in sorted({self.block_size, *lengths})}
     for option in self.stretch:
       scores[f'{BY_LENGTH}_{option}'] = {
           str(length): self.score_length(scaled(self.model, option, length / self.block_size), params, split,

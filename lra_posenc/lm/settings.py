@@ -21,6 +21,11 @@ from lra_posenc.validation import check_choice, check_range
 TASK = 'lm'
 
 
+# The passkey keys' values in config.json files from before them (with passkey_fraction 0, unused): those of
+# configs/lm/shakespeare_char.py when they came.
+PASSKEY_DEFAULTS = {'passkey_length': 4, 'passkey_depths': 8, 'passkey_trials': 16}
+
+
 def _upgrade_old_config(config: dict) -> None:
   """The keys added since the language model's first config.json files: model.embedding_scaling ('none', GPT-2's
   parametrisation, the only one before); scoring.positions and scoring.position_draws ('sequential' with one
@@ -35,8 +40,6 @@ def _upgrade_old_config(config: dict) -> None:
     config['scoring'].setdefault(key, PASSKEY_DEFAULTS[key])
 
 
-# The passkey keys' values in config.json files from before them (with passkey_fraction 0, unused).
-PASSKEY_DEFAULTS = {'passkey_length': 4, 'passkey_depths': 8, 'passkey_trials': 16}
 # How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`; every one has `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}

@@ -5,8 +5,8 @@
         --output=results/lm_shakespeare_char_cpu_at_length/table.md
 
 --trained_at_kl holds runs of `ENCODING:data.block_size=kL:training.batch_size=B` (the same steps, about as many
-tokens per step); each is scored in its own windows. For every such encoding and length, the table gives the loss
-at kL of the encoding trained at L (its row in --trained_at_l, without overrides) and of the one trained at kL, mean
+tokens per step); each is scored in its own windows. For every such variant and length, the table gives the loss
+at kL of the variant trained at L (in --trained_at_l, its spec without those two overrides) and trained at kL, mean
 ± std over seeds, their difference (trained at L minus trained at kL: above 0 where training at kL is better) and
 Welch's p over seeds, Holm-adjusted over every comparison of the table.
 """
@@ -25,9 +25,9 @@ def losses(runs_dir: str) -> dict[tuple[str, int], dict[int, float]]:
   for run in report.read_source(os.path.dirname(runs_dir), os.path.basename(runs_dir), tasks.TASKS[TASK]):
     variant = sweeps.parse_variant(run['variant'])
     block_size = int(dict(variant.overrides).get('data.block_size', 0))
-    others = [key for key, _ in variant.overrides if key not in ('model.pos_encoding', 'data.block_size',
-                                                                 'training.batch_size')]
-    spec = variant.encoding if not others else run['variant']
+    # The variant as trained at L: its spec without the window and the batch that fits it.
+    spec = ':'.join(part for part in run['variant'].split(':')
+                    if part.split('=')[0] not in ('data.block_size', 'training.batch_size'))
     scores = {int(key.split()[-1]): value for key, value in run.items()
               if key.startswith('validation loss at ') and len(key.split()) == 4 and value is not None}
     table.setdefault((spec, block_size), {})[run['seed']] = scores
@@ -40,14 +40,17 @@ def rows(trained_at_l: str, trained_at_kl: str) -> list[dict]:
   short, long = losses(trained_at_l), losses(trained_at_kl)
   result = []
   for (spec, length), seeds in sorted(long.items(), key=lambda item: (item[0][1], item[0][0])):
+    if not length:
+      raise SystemExit(f'{trained_at_kl}: {spec} has no data.block_size override: not a run trained at kL')
     base = short.get((spec, 0))
     if base is None:
-      raise SystemExit(f'{trained_at_l}: no runs of {spec} without overrides, to score at {length}')
+      raise SystemExit(f'{trained_at_l}: no runs of {spec}, trained at L, to set beside those at {length}')
     sides = {'at L': [scores.get(length) for scores in base.values()],
              'at kL': [scores.get(length) for scores in seeds.values()]}
     stats = {side: sweeps.mean_and_std(values) | {'values': values} for side, values in sides.items()}
     row = {'encoding': spec, 'length': length, 'stats': stats,
-           'delta': (stats['at L']['mean'] - stats['at kL']['mean']) if stats['at L']['mean'] is not None else None}
+           'delta': (stats['at L']['mean'] - stats['at kL']['mean'])
+                    if None not in (stats['at L']['mean'], stats['at kL']['mean']) else None}
     as_rows = [{'stats': {'loss': stats[side]}} for side in sides]  # As report.welch reads a table's rows.
     row['welch_p'], row['welch_missing'] = (report.welch(*as_rows, 'loss') if row['delta'] is not None
                                             else (None, 'not measured'))
