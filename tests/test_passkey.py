@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from configs.lm import shakespeare_char
-from lra_posenc.lm import passkey, passkey_grid, scoring, settings, train
+from lra_posenc.lm import passkey, passkey_grid, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.lm.passkey import Passkey, PasskeyScorer
 from lra_posenc.training import placement, trainer
@@ -175,6 +175,10 @@ def test_a_run_with_passkeys_scores_them_at_every_length(tmp_path):
   assert columns['validation passkey learned'] == float(scores['16']['accuracy'] >= passkey.LEARNED_ACCURACY)
   # The model's ids: the unknown id and the 4 letters of i^2 mod 7, then the marker and ten symbols.
   assert task.init_params(jax.random.PRNGKey(0))['embed']['embedding'].shape == (1 + 4 + 1 + 10, 16)
+  # Text drawn from it is text (its letters, or U+FFFD for the unknown id): 11 of its 16 ids are a passkey's,
+  # which sampling never writes.
+  texts = sample.Sampler.from_workdir(workdir).sample('a', num_tokens=200, num_samples=4, temperature=2.0, top_k=0)
+  assert all(set(text) <= set('abce\ufffd') for text in texts) and sum(map(len, texts)) == 4 * 201
 
 
 def test_the_grid_averages_the_seeds_that_retrieve_and_names_those_that_do_not(tmp_path):
