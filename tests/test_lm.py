@@ -617,8 +617,9 @@ def test_the_trained_at_length_table_sets_each_encodings_runs_at_l_beside_its_ru
   def write(study, variant, seed, block_size, losses):
     run = tmp_path / study / variant / f'seed_{seed}'
     os.makedirs(run)
-    scores = {'loss': losses[block_size], 'bits_per_token': 1.0,
-              'by_length': {str(length): {'loss': loss, 'loss_by_position': [loss], 'position_bin_starts': [0]}
+    scores = {'loss': losses[block_size], 'bits_per_token': 1.0,  # Two bins of the loss by position each.
+              'by_length': {str(length): {'loss': loss, 'loss_by_position': [loss, loss],
+                                          'position_bin_starts': [0, length // 2]}
                             for length, loss in losses.items()}}
     (run / 'results.json').write_text(json.dumps({
         'config': {'data': {'block_size': block_size}}, 'test_sets': {'validation': scores},
