@@ -150,13 +150,19 @@ class PasskeyScorer:
                            'windows': int(windows[far].sum())} if far.any() else None)}
 
 
+def retrieves(passkey: dict, block_size: int) -> bool:
+  """Whether a model learned retrieval: its passkey scores (results.json) reach LEARNED_ACCURACY in its own window."""
+  own = passkey.get(str(block_size), {}).get('accuracy')
+  return own is not None and own >= LEARNED_ACCURACY
+
+
 def recorded_columns(split: str, passkey: dict, block_size: int) -> dict[str, float | None]:
   """A split's passkey scores (results.json) as figures of its run: 'SPLIT passkey at LENGTH', the accuracy over
   every depth, and 'SPLIT passkey beyond the window', over every needle at a distance of the training window or
   more at every length; all None where the model did not learn retrieval (accuracy below LEARNED_ACCURACY in its
   own window), so that a mean over seeds counts only models that retrieve, and the rest are named."""
   own = passkey.get(str(block_size), {}).get('accuracy')
-  learned = own is not None and own >= LEARNED_ACCURACY
+  learned = retrieves(passkey, block_size)
   columns = {f'{split} passkey at {length}': score.get('accuracy') if learned else None
              for length, score in passkey.items()}
   beyond = [score['beyond_window'] for score in passkey.values() if score.get('beyond_window')]

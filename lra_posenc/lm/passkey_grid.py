@@ -17,7 +17,7 @@ import numpy as np
 
 from lra_posenc import sweeps
 from lra_posenc.lm.length_figure import figure_parser, write_numbers
-from lra_posenc.lm.passkey import LEARNED_ACCURACY
+from lra_posenc.lm.passkey import LEARNED_ACCURACY, retrieves
 from lra_posenc.lm.scoring import PASSKEY
 from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
 
@@ -42,7 +42,7 @@ def grids(runs_dir: str, split: str) -> dict[str, dict]:
       entry = entry or {'block_size': block_size, 'seeds': [], 'learned': [], 'lengths': {}}
       seed = sweeps.seed_of_run(os.path.join(variant_dir, name))
       entry['seeds'].append(seed)
-      if scores.get(str(block_size), {}).get('accuracy', 0) < LEARNED_ACCURACY:
+      if not retrieves(scores, block_size):
         continue
       entry['learned'].append(seed)
       for length, score in scores.items():
