@@ -11,7 +11,8 @@ writes 20 more steps) and {peer_models} (Flax's examples/wmt/models.py).
   attention: tests/test_attention.py's cuDNN tests.
 get_config('tiny'): the same at CPU sizes, compiled in seconds, for the test suite.
 """
-BENCHMARK = ['scripts/benchmark.py', '--eval=false', '--decode=false', '--out={figures}', '--trace_dir={traces}']
+BENCHMARK = ['-m', 'lra_posenc.studies.benchmark', '--eval=false', '--decode=false', '--out={figures}',
+             '--trace_dir={traces}']
 # The tiny variant's model: CPU sizes.
 TINY_MODEL = ['--config.model.num_layers=1', '--config.model.emb_dim=32', '--config.model.qkv_dim=32',
               '--config.model.mlp_dim=64', '--config.training.batch_size=8']

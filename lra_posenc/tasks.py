@@ -2,8 +2,8 @@
 
 A task is one folder of this package with a `spec` module whose `SPEC` is its `TaskSpec`: the folder is the
 only place that names the task, and this registry finds every such folder. Tasks depend on the shared
-machinery (training, models, benchmarking), never the other way; this registry sits above both, for the
-scripts.
+machinery (training, models), never the other way; this registry sits above both, for the studies
+(`lra_posenc.studies`) and the scripts.
 """
 import dataclasses
 import importlib
@@ -15,10 +15,9 @@ from typing import Any
 import ml_collections
 
 import lra_posenc
-from lra_posenc import benchmarking
 from lra_posenc.models.transformer import TransformerConfig
 from lra_posenc.training.config_checks import ConfigHistory
-from lra_posenc.training.task import Task
+from lra_posenc.training.task import Task, Workload
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.
 LengthScores = Callable[..., dict[str, dict]]
@@ -69,7 +68,7 @@ class TaskSpec:
     recorded_choices: the checkpoints and the scores `scores_by_recorded_length` takes, as two tuples.
     recorded_columns: a run's results.json -> further figures for its row in sweep and summary tables (the
       language model's loss per scored window length), or None.
-    summary_tables: the tables of this task's studies in the results summary (`lra_posenc.report`'s form,
+    summary_tables: the tables of this task's studies in the results summary (`lra_posenc.studies.report`'s form,
       without 'task'), in the order they appear.
     paired_test: the paired test of the summary tables' `statistics` (checkpoint, split, score), or None.
     attention_maps: (workdir, an input as text, path) -> draws the run's attention weights for the input into
@@ -83,7 +82,7 @@ class TaskSpec:
   name: str
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
-  benchmark_workload: Callable[[ml_collections.ConfigDict], benchmarking.Workload]
+  benchmark_workload: Callable[[ml_collections.ConfigDict], Workload]
   read_settings: Callable[[ml_collections.ConfigDict], object]
   transformer_of: Callable[[ml_collections.ConfigDict], TransformerConfig]
   test_metrics: tuple[str, ...]

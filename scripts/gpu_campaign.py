@@ -5,7 +5,7 @@ On a lent GPU (docs/gpu.md), inside one 10-minute command:
     python scripts/gpu_campaign.py --out=$OUT --work=/tmp/campaign --budget_seconds=540 \\
         --data=.gpu_data --peer_models=.gpu_data/wmt_models.py
 In order, each step capped so that the whole fits --budget_seconds:
-  1. --benchmarks (configs/gpu_benchmarks.py), each in a process of its own (scripts/benchmark.py,
+  1. --benchmarks (configs/gpu_benchmarks.py), each in a process of its own (lra_posenc.studies.benchmark,
      scripts/side_by_side_wmt.py, the cuDNN attention tests): steps/s, MFU, compile time, memory and attention
      path, with 20 more steps traced by jax.profiler for the step profiles. Meanwhile the data that planned runs
      generate (a task's `TaskSpec.generated_data`: LRA's ListOps) is written, one process per distinct set.

@@ -15,12 +15,12 @@ The shapes are those of `configs/lm/shakespeare_char.py`'s recipe (--recipe=cpu:
 a target. Two pairs, each side one AdamW step (weight decay 0.1, gradients clipped at norm 1) on one batch of
 random ids:
 - ours in nanoGPT's form (GELU, no biases, learned positions, tied embeddings: the recipe as it trains), through
-  the trainer's own pmapped step (`benchmarking.TrainStepTimer`), against nanoGPT's GPT and train.py's step
+  the trainer's own pmapped step (`benchmark.TrainStepTimer`), against nanoGPT's GPT and train.py's step
   (forward with the loss, backward, clip, AdamW step), float32, eager, as its README runs it on a CPU
   (--compile=False), with PyTorch's default threads;
 - ours in lm1b's form (ReLU, biases, dropout also in the MLP's hidden layer) against lm1b's TransformerLM with
   learned positions (posemb_init N(0, 0.02)), tied logits, loss on its own shifted inputs, jitted with optax.
-Windows of --steps steps rotate over the four (`benchmarking.interleaved_windows`), so a machine that slows for a
+Windows of --steps steps rotate over the four (`benchmark.interleaved_windows`), so a machine that slows for a
 while slows all alike.
 
 Prints each side's build (compile) seconds and each round's ms/step as they end; then each side's median ms/step,
@@ -44,7 +44,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from lra_posenc import benchmarking
+from lra_posenc.studies import benchmark
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import written_whole
 from lra_posenc.tasks import TASKS
@@ -155,15 +155,15 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   configs = {name: our_config(args.config, args.recipe, lm1b_form=form)
              for name, form in (('ours', False), ('ours_lm1b_form', True))}
   workloads = {name: TASKS[config.task].benchmark_workload(config) for name, config in configs.items()}
-  builders = {name: functools.partial(benchmarking.TrainStepTimer, workload) for name, workload in workloads.items()}
+  builders = {name: functools.partial(benchmark.TrainStepTimer, workload) for name, workload in workloads.items()}
   builders['lm1b'] = functools.partial(Lm1bStepTimer, args.lm1b_models, configs['ours_lm1b_form'])
   pairs = {'lm1b': 'ours_lm1b_form'}
   if args.nanogpt_model:
     builders['nanogpt'] = functools.partial(NanoGPTStepTimer, args.nanogpt_model, configs['ours'])
     pairs['nanogpt'] = 'ours'
-  timers = benchmarking.built_timers(builders, report=benchmarking.print_now)
-  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
-                                             report=benchmarking.print_now)
+  timers = benchmark.built_timers(builders, report=benchmark.print_now)
+  seconds = benchmark.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
+                                             report=benchmark.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   config = configs['ours']
   batch = config.training.batch_size
@@ -178,7 +178,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'best_ms_per_step': {name: 1e3 * min(s) / args.steps for name, s in seconds.items()},
       'ratio_ours_to_peer': {peer: step_seconds[ours] / step_seconds[peer] for peer, ours in pairs.items()},
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
-      'matmul_gflops_per_second': benchmarking.matmul_gflops(),
+      'matmul_gflops_per_second': benchmark.matmul_gflops(),
       'torch_threads': getattr(timers.get('nanogpt'), 'threads', None),
       'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
       'devices': jax.local_device_count(),

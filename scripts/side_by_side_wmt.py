@@ -8,9 +8,9 @@
 it is read at run time, never copied in. Both sides take one AdamW step on one batch of random
 ids (every position real), with dropout --dropout on embeddings, sublayer outputs, attention
 weights and the MLP's hidden layer, shared embeddings and tied logits; ours runs through the
-trainer's own pmapped step (`benchmarking.TrainStepTimer`), pre-LN with ReLU as the peer, with
+trainer's own pmapped step (`benchmark.TrainStepTimer`), pre-LN with ReLU as the peer, with
 --encoding as its positional encoding. Windows of --steps steps alternate between the two
-(`benchmarking.interleaved_windows`), so a machine that slows for a while slows both alike.
+(`benchmark.interleaved_windows`), so a machine that slows for a while slows both alike.
 
 Prints each side's build (compile) seconds and each round's ms/step as it goes; then each side's median
 ms/step, the ratio ours/peer (below 1: ours is faster), the model GFLOP/s each achieves (the same
@@ -32,7 +32,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from lra_posenc import benchmarking
+from lra_posenc.studies import benchmark
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import written_whole
 from lra_posenc.models.transformer import DTYPES
@@ -105,11 +105,11 @@ def our_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
 def compare(args: argparse.Namespace) -> dict[str, Any]:
   config = our_config(args)
   workload = TASKS[config.task].benchmark_workload(config)
-  timers = benchmarking.built_timers({'ours': lambda: benchmarking.TrainStepTimer(workload),
+  timers = benchmark.built_timers({'ours': lambda: benchmark.TrainStepTimer(workload),
                                       'peer': lambda: PeerStepTimer(args.peer_models, args)},
-                                     report=benchmarking.print_now)
-  seconds = benchmarking.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
-                                             report=benchmarking.print_now)
+                                     report=benchmark.print_now)
+  seconds = benchmark.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps,
+                                             report=benchmark.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   train_flops = workload.forward_flops.train_step(args.batch, jax.device_count())
   host_cpu = provenance.host_cpu()
@@ -120,7 +120,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'best_ms_per_step': {name: 1e3 * min(s) / args.steps for name, s in seconds.items()},
       'ratio_ours_to_peer': step_seconds['ours'] / step_seconds['peer'],
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
-      'matmul_gflops_per_second': benchmarking.matmul_gflops(),
+      'matmul_gflops_per_second': benchmark.matmul_gflops(),
       'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
       'devices': jax.local_device_count(),
   }

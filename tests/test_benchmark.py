@@ -15,7 +15,8 @@ import pytest
 from configs.listops import lra
 from configs.translation import multi30k
 from conftest import tiny_config
-from lra_posenc import benchmarking, encodings
+from lra_posenc import encodings
+from lra_posenc.studies import benchmark
 from lra_posenc.listops import train as listops_train
 from lra_posenc.listops import settings as listops_settings
 from lra_posenc.models import flops
@@ -155,13 +156,13 @@ def test_peak_flops_follow_the_hardware():
   for kind in (sxm, pcie, h200, 'NVIDIA A100-SXM4-40GB'):
     # Dense TF32 tensor cores (JAX's default float32 matmul precision there) run at half the bfloat16 rate;
     # full float32 ('highest') runs on the CUDA cores, under a sixth of TF32's.
-    assert benchmarking.peak_flops(kind, 'bfloat16') == 2 * benchmarking.peak_flops(kind, 'float32')
-    assert benchmarking.peak_flops(kind, 'float32', 'highest') < benchmarking.peak_flops(kind, 'float32') / 6
-    assert benchmarking.peak_flops(kind, 'float32', 'bfloat16') == benchmarking.peak_flops(kind, 'bfloat16')
-    assert benchmarking.peak_flops(kind, 'bfloat16', 'highest') == benchmarking.peak_flops(kind, 'bfloat16')
-  assert benchmarking.peak_flops(pcie, 'bfloat16') < benchmarking.peak_flops(sxm, 'bfloat16')  # Lower clocks, fewer SMs.
-  assert benchmarking.peak_flops(h200, 'bfloat16') == benchmarking.peak_flops(sxm, 'bfloat16')  # The same GH100 die.
-  assert benchmarking.peak_flops('cpu', 'float32') is None
+    assert benchmark.peak_flops(kind, 'bfloat16') == 2 * benchmark.peak_flops(kind, 'float32')
+    assert benchmark.peak_flops(kind, 'float32', 'highest') < benchmark.peak_flops(kind, 'float32') / 6
+    assert benchmark.peak_flops(kind, 'float32', 'bfloat16') == benchmark.peak_flops(kind, 'bfloat16')
+    assert benchmark.peak_flops(kind, 'bfloat16', 'highest') == benchmark.peak_flops(kind, 'bfloat16')
+  assert benchmark.peak_flops(pcie, 'bfloat16') < benchmark.peak_flops(sxm, 'bfloat16')  # Lower clocks, fewer SMs.
+  assert benchmark.peak_flops(h200, 'bfloat16') == benchmark.peak_flops(sxm, 'bfloat16')  # The same GH100 die.
+  assert benchmark.peak_flops('cpu', 'float32') is None
 
 
 def test_timers_are_built_and_timed_in_rotating_rounds_each_reported_as_it_ends():
@@ -174,10 +175,10 @@ def test_timers_are_built_and_timed_in_rotating_rounds_each_reported_as_it_ends(
       return self.seconds * steps
 
   calls, lines = [], []
-  timers = benchmarking.built_timers({name: functools.partial(FixedTimer, name, seconds, calls)
+  timers = benchmark.built_timers({name: functools.partial(FixedTimer, name, seconds, calls)
                                       for name, seconds in (('a', 0.5), ('b', 0.25))}, report=lines.append)
   assert [line.split(' built')[0] for line in lines] == ['[a]', '[b]']
-  seconds = benchmarking.interleaved_windows(timers, windows=2, steps_per_window=2, report=lines.append)
+  seconds = benchmark.interleaved_windows(timers, windows=2, steps_per_window=2, report=lines.append)
   assert calls == ['a', 'b', 'b', 'a', 'a', 'b']  # A warm-up round, then the order rotates.
   assert seconds == {'a': [1.0, 1.0], 'b': [0.5, 0.5]}  # The warm-up round is left out.
   assert lines[2:] == ['round 0/2 (warm-up): a 500.0 ms/step, b 250.0 ms/step',
@@ -188,8 +189,8 @@ def test_timers_are_built_and_timed_in_rotating_rounds_each_reported_as_it_ends(
 def test_train_timer_figures_are_consistent():
   config = small_listops_config()
   workload = listops_train.benchmark_workload(config)
-  timers = {name: benchmarking.TrainStepTimer(workload) for name in ('a', 'b')}
-  seconds = benchmarking.interleaved_windows(timers, windows=3, steps_per_window=2)
+  timers = {name: benchmark.TrainStepTimer(workload) for name in ('a', 'b')}
+  seconds = benchmark.interleaved_windows(timers, windows=3, steps_per_window=2)
   assert [len(s) for s in seconds.values()] == [3, 3]
   # Windows of 1, 2 and 4 seconds at 2 steps each: a median of 1 step/s, the best 2.
   summary = timers['a'].summary([1.0, 2.0, 4.0], 2)
@@ -215,7 +216,7 @@ def test_evaluation_and_decoding_figures():
   config = small_translation_config(dtype='bfloat16')
   workload = translation_train.benchmark_workload(config)
   assert workload.dtype == 'bfloat16'  # The peak an MFU is taken against.
-  evaluation = benchmarking.measure_evaluation(workload, windows=2, steps_per_window=2)
+  evaluation = benchmark.measure_evaluation(workload, windows=2, steps_per_window=2)
   assert evaluation['tokens_per_second'] == evaluation['examples_per_second'] * 2 * 12
   decoding = workload.decode(2)
   assert decoding['sentences_per_second'] > 0 and decoding['beam_size'] == 2
@@ -225,7 +226,7 @@ def test_evaluation_and_decoding_figures():
 @pytest.mark.slow
 def test_pipeline_gap_compares_the_real_loop_with_on_device_batches(tiny_data_dir, tmp_path):
   config = tiny_config(tiny_data_dir)
-  gap = benchmarking.pipeline_gap(config, listops_train.create_task, str(tmp_path), windows=2, steps_per_window=4)
+  gap = benchmark.pipeline_gap(config, listops_train.create_task, str(tmp_path), windows=2, steps_per_window=4)
   # The real side is the real run's own record: its log windows after the first (which compiles).
   (run_dir,) = tmp_path.glob('pipeline_run_*')
   logged = [record['steps_per_second'] for record in read_history(str(run_dir), 'train')]
@@ -249,7 +250,7 @@ def test_operation_times_name_what_a_step_spends_its_time_on():
     out.block_until_ready()
     return time.perf_counter() - start
 
-  profile = benchmarking.operation_times(run_window, 4)
+  profile = benchmark.operation_times(run_window, 4)
   top = profile['kinds'][0]
   assert (top['kind'], top['calls_per_step']) == ('sort', 1.0)
   assert 0.5 * profile['step_seconds'] < top['seconds_per_step'] <= profile['step_seconds']
@@ -258,7 +259,7 @@ def test_operation_times_name_what_a_step_spends_its_time_on():
 
 
 def run_cli(*args: str) -> str:
-  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *args],
+  completed = subprocess.run([sys.executable, '-m', 'lra_posenc.studies.benchmark', *args],
                              capture_output=True, text=True, timeout=600, env=os.environ | {'JAX_PLATFORMS': 'cpu'})
   assert completed.returncode == 0, completed.stderr[-3000:]
   return completed.stdout
@@ -318,6 +319,6 @@ def test_cli_profiles_the_train_step_by_operation_kind(tmp_path):
     (['--profile_ops', '--encodings=rope'], "--profile_ops measures the config's own encoding"),
     (['--task=translation'], "--task=translation, but the config is of task 'listops'")])
 def test_cli_names_a_bad_encoding_or_reference(flags, message):
-  completed = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'benchmark.py'), *SMALL_CLI, *flags],
+  completed = subprocess.run([sys.executable, '-m', 'lra_posenc.studies.benchmark', *SMALL_CLI, *flags],
                              capture_output=True, text=True, timeout=300)
   assert completed.returncode != 0 and message in completed.stderr

@@ -1,12 +1,14 @@
 """What a user meets at the command line: one-line errors with exit status 2 and no workdir left, --help exiting 0."""
 import json
 import os
+import pkgutil
 import signal
 import subprocess
 import sys
 
 import pytest
 from conftest import wait_for
+from lra_posenc import studies
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.translation.settings import CONFIG_HISTORY as TRANSLATION_CONFIGS
 
@@ -59,6 +61,7 @@ def test_traceback_shows_the_whole_traceback_of_a_user_error(tmp_path):
     [sys.executable, '-m', 'lra_posenc.translation.translate'],
     [sys.executable, '-m', 'lra_posenc.translation.decoding_grid'],
     [sys.executable, '-m', 'lra_posenc.translation.significance'],
+    *[[sys.executable, '-m', f'lra_posenc.studies.{study.name}'] for study in pkgutil.iter_modules(studies.__path__)],
     *[[os.path.join(ROOT, 'scripts', name)] for name in sorted(os.listdir(os.path.join(ROOT, 'scripts')))],
 ])
 def test_help_exits_0_and_scripts_are_executable(command):
@@ -130,7 +133,7 @@ def test_a_sweep_stopped_by_sigterm_stops_its_running_training_and_starts_no_oth
   output_dir = tmp_path / 'sweep'
   first = output_dir / 'none' / 'seed_0'
   process, stdout, stderr = stopped_by_sigterm(
-      [sys.executable, os.path.join(ROOT, 'scripts', 'sweep.py'), '--task=listops',
+      [sys.executable, '-m', 'lra_posenc.studies.sweep', '--task=listops',
        '--config=configs/listops/lra.py:cpu', '--variants=none', '--seeds=0,1', f'--output_dir={output_dir}',
        *LONG_SMALL_RUN],
       first / 'checkpoints' / '10')

@@ -14,22 +14,17 @@ import ml_collections
 import numpy as np
 import pytest
 
-import diagnostics
-import length_generalisation
-import sweep
 from configs.listops import lra
-from lra_posenc import comparison
-from lra_posenc import diagnostics as encoding_diagnostics
-from lra_posenc import encodings, sweeps
+from lra_posenc import encodings, plots, run_folders
 from lra_posenc.encodings.legendre import legendre_table
 from lra_posenc.encodings.sinusoidal import sinusoidal_table
-from lra_posenc import length_generalisation as length_study
 from lra_posenc.config_files import load_config
 from lra_posenc.data import listops
 from lra_posenc.listops import settings as listops_settings
 from lra_posenc.lm import settings as lm_settings
 from lra_posenc.models.attention import attend, attention_weights
 from lra_posenc.models.classifier import PLACEMENTS
+from lra_posenc.studies import diagnostics, length_generalisation, sweep
 from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
 from lra_posenc.training.checkpointing import read_config
 from lra_posenc.training.config_checks import task_of, upgrade_old_config
@@ -64,45 +59,46 @@ def tiny_sweep(tmp_path_factory):
 
 
 def test_variants_name_encoding_options_or_any_config_key():
-  variant = sweeps.parse_variant('legendre:grid=open:model.pos_encoding_placement=after_encoder')
+  variant = run_folders.parse_variant('legendre:grid=open:model.pos_encoding_placement=after_encoder')
   assert variant.encoding == 'legendre'
   assert variant.overrides == (('model.pos_encoding', 'legendre'), ('model.pos_encoding_options.legendre.grid', 'open'),
                                ('model.pos_encoding_placement', 'after_encoder'))
-  assert sweeps.spec_of_directory(variant.directory) == variant.spec
+  assert run_folders.spec_of_directory(variant.directory) == variant.spec
   for spec in ('rope:base=-1', 'rope:base=1=2:model.dtype=bfloat16', 't5:max_distance=128:num_buckets=32'):
-    assert sweeps.spec_of_directory(sweeps.parse_variant(spec).directory) == spec  # A run folder names its variant.
+    # A run folder names its variant.
+    assert run_folders.spec_of_directory(run_folders.parse_variant(spec).directory) == spec
   for spec, error in (('rope:model.dtype=a/b', "'/' and '__'"), ('rope:max__x=1', "'/' and '__'"),
                       ('rope:base-x=1', "key 'base-x' has a '-'")):
     with pytest.raises(ValueError, match=error):
-      sweeps.parse_variant(spec)
+      run_folders.parse_variant(spec)
   with pytest.raises(ValueError, match=r"'sine' is not one of \['none'"):
-    sweeps.parse_variant('sine')
+    run_folders.parse_variant('sine')
   with pytest.raises(ValueError, match="'grid' is not KEY=VALUE"):
-    sweeps.parse_variant('legendre:grid')
+    run_folders.parse_variant('legendre:grid')
 
 
 @pytest.mark.parametrize('num_variants', [3, 10, 12, 20])
 def test_comparison_plots_give_every_variant_its_own_colour(num_variants):
-  figure, axes = sweeps.comparison_figure(num_variants)
+  figure, axes = plots.comparison_figure(num_variants)
   lines = [axes.plot([0, 1], [i, i])[0] for i in range(num_variants)]
   assert len({line.get_color() for line in lines}) == num_variants
-  sweeps.plt.close(figure)
+  plots.plt.close(figure)
 
 
 def test_steps_to_target_is_the_first_crossing():
   history = [{'step': 10, 'accuracy': 0.2}, {'step': 20, 'accuracy': 0.5}, {'step': 30, 'accuracy': 0.4}]
-  assert comparison.steps_to_target(history, 'accuracy', 0.45) == 20
-  assert comparison.steps_to_target(history, 'accuracy', 0.6) is None
+  assert sweep.steps_to_target(history, 'accuracy', 0.45) == 20
+  assert sweep.steps_to_target(history, 'accuracy', 0.6) is None
 
 
 def test_summary_is_mean_and_sample_std_over_seeds():
   rows = [{'variant': 'a', 'seed': s, 'test accuracy': v, 'steps to x': t}
           for s, v, t in ((0, 0.5, 10), (1, 0.7, None), (2, 0.6, 30))]
-  (summary,) = comparison.variant_summaries(rows, [sweeps.Variant('a', 'none', ())])
+  (summary,) = sweep.variant_summaries(rows, [run_folders.Variant('a', 'none', ())])
   accuracy = summary['columns']['test accuracy']
   assert accuracy['mean'] == pytest.approx(0.6) and accuracy['std'] == pytest.approx(0.1)
   assert summary['columns']['steps to x']['count'] == 2
-  table = comparison.summary_table([summary], digits={'steps': 0, 'accuracy': 3})
+  table = sweep.summary_table([summary], digits={'steps': 0, 'accuracy': 3})
   assert '| a | 3 | 0.600 ± 0.100 | 20 ± 14 (2/3 reached) |' in table
 
 
@@ -113,14 +109,14 @@ def test_runs_whose_best_checkpoint_is_their_last_step_are_named_under_the_table
           {'variant': 'a', 'seed': 1, 'best step': 4500, 'last step': 6500},
           {'variant': 'b', 'seed': 0, 'best step': 3000, 'last step': None},
           {'variant': 'b', 'seed': 2, 'best step': 2750, 'last step': 2750}]
-  variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = comparison.variant_summaries(rows, variants)
+  variants = [run_folders.Variant(name, name, ()) for name in ('a', 'b')]
+  summaries = sweep.variant_summaries(rows, variants)
   assert [s['seeds best at last step'] for s in summaries] == [[0], [2]]
-  assert comparison.budget_note(summaries) == (
+  assert sweep.budget_note(summaries) == (
       '\nBest checkpoint at the last step, validation still rising when training ended (2 of 4 runs; scores of '
       'this budget, not of a plateau): a seed 0, b seed 2.\n')
-  assert comparison.budget_note(comparison.variant_summaries(rows[1:3], variants)) == ''
-  table = comparison.summary_table(summaries, digits={'step': 0})
+  assert sweep.budget_note(sweep.variant_summaries(rows[1:3], variants)) == ''
+  table = sweep.summary_table(summaries, digits={'step': 0})
   assert '| a | 2 | 3750 ± 1061 | 4750 ± 2475 |' in table and '| b | 2 | 2875 ± 177 | 2750 (1/2 runs) |' in table
 
 
@@ -132,24 +128,24 @@ def test_runs_on_different_devices_are_named_under_the_table(tmp_path):
   provenances = {0: {'devices': cpu, 'host_cpu': zen3},
                  1: {'devices': cpu, 'host_cpu': {'model': 'AMD EPYC', 'cores': 2}}, 2: {'devices': cpu},
                  3: {'devices': {'platform': 'gpu', 'kind': 'NVIDIA H100 80GB HBM3', 'count': 2}}, 4: None}
-  variant = sweeps.Variant('rope', 'rope', ())
+  variant = run_folders.Variant('rope', 'rope', ())
   rows = []
   for seed, provenance in provenances.items():
     os.makedirs(tmp_path / str(seed))
     with open(tmp_path / str(seed) / 'results.json', 'w') as f:
       json.dump({'test_sets': {'test': {'bleu': 20.0 + seed}}, 'validation': {'accuracy': 0.4}, 'best_step': 10,
                  **({'provenance': provenance} if provenance else {})}, f)
-    rows.append(comparison.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
+    rows.append(sweep.run_row(TASKS['translation'], variant, seed, str(tmp_path / str(seed)), target=0.43))
   assert [row['device'] for row in rows] == ['CPU (AMD EPYC (family 25, model 1; avx2, fma), 2 cores)',
                                              'CPU (AMD EPYC, 2 cores)', 'CPU (model not recorded)',
                                              '2 x NVIDIA H100 80GB HBM3', None]
-  (summary,) = comparison.variant_summaries(rows, [variant])
+  (summary,) = sweep.variant_summaries(rows, [variant])
   assert 'device' not in summary['columns'] and summary['devices'] == [row['device'] for row in rows]
-  assert comparison.device_note([summary]) == (
+  assert sweep.device_note([summary]) == (
       '\nTrained on more than one kind of device (train minutes compare within one only): CPU (AMD EPYC (family 25, '
       'model 1; avx2, fma), 2 cores): rope seed 0; CPU (AMD EPYC, 2 cores): rope seed 1; CPU (model not recorded): '
       'rope seed 2; 2 x NVIDIA H100 80GB HBM3: rope seed 3; not recorded: rope seed 4.\n')
-  assert comparison.device_note(comparison.variant_summaries(rows[:1], [variant])) == ''
+  assert sweep.device_note(sweep.variant_summaries(rows[:1], [variant])) == ''
 
 
 def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empty(tmp_path):
@@ -159,12 +155,12 @@ def test_translation_rows_carry_both_bleus_and_older_runs_leave_the_new_one_empt
     os.makedirs(tmp_path / name)
     with open(tmp_path / name / 'results.json', 'w') as f:
       json.dump({'test_sets': {'test_2016_flickr': scores}, 'validation': {'accuracy': 0.4}, 'best_step': 10}, f)
-  variant = sweeps.Variant('rope', 'rope', ())
-  new = comparison.run_row(task, variant, 0, str(tmp_path / 'new'), target=0.43)
-  old = comparison.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
+  variant = run_folders.Variant('rope', 'rope', ())
+  new = sweep.run_row(task, variant, 0, str(tmp_path / 'new'), target=0.43)
+  old = sweep.run_row(task, variant, 1, str(tmp_path / 'old'), target=0.43)
   assert (new['test_2016_flickr bleu'], new['test_2016_flickr tokenized_bleu']) == (21.5, 33.25)
   assert (old['test_2016_flickr bleu'], old['test_2016_flickr tokenized_bleu']) == (20.0, None)
-  table = comparison.summary_table(comparison.variant_summaries([new, old], [variant]),
+  table = sweep.summary_table(sweep.variant_summaries([new, old], [variant]),
                                    digits={'steps': 0, 'validation': 3, 'bleu': 2})
   assert '| rope | 2 | 20.75 ± 1.06 | 33.25 (1/2 runs) | 0.400 ± 0.000 |' in table
 
@@ -175,14 +171,14 @@ def test_the_length_cache_keeps_buckets_in_the_order_scored_and_rescores_a_run_t
   results = {'best_step': 100, 'step': 300}
   (tmp_path / 'results.json').write_text(json.dumps(results))
   buckets = {'test (<= 64)': 0.5, '64-127': 0.4, '128-255': 0.3}
-  length_study.cached(str(tmp_path), 'length', lambda: dict(buckets))
-  assert list(length_study.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
-  assert list(length_study.length_scores(str(tmp_path))) == ['length', 'depth']
-  assert list(length_study.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
+  length_generalisation.cached(str(tmp_path), 'length', lambda: dict(buckets))
+  assert list(length_generalisation.cached(str(tmp_path), 'depth', lambda: {'1': 0.9})) == ['1']
+  assert list(length_generalisation.length_scores(str(tmp_path))) == ['length', 'depth']
+  assert list(length_generalisation.cached(str(tmp_path), 'length', lambda: {})) == list(buckets)
   (tmp_path / 'results.json').write_text(json.dumps(results | {'best_step': 500, 'step': 600}))
-  assert length_study.length_scores(str(tmp_path)) == {}
-  assert length_study.cached(str(tmp_path), 'length', lambda: {'64-127': 0.6}) == {'64-127': 0.6}
-  assert list(length_study.length_scores(str(tmp_path))) == ['length']
+  assert length_generalisation.length_scores(str(tmp_path)) == {}
+  assert length_generalisation.cached(str(tmp_path), 'length', lambda: {'64-127': 0.6}) == {'64-127': 0.6}
+  assert list(length_generalisation.length_scores(str(tmp_path))) == ['length']
 
 
 def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothing_else():
@@ -194,13 +190,13 @@ def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothin
   rows = [row('rope', seed, bucket, 0.4 + i / 10 + shifts[seed])
           for seed in (2, 0, 3) for i, bucket in enumerate(('a', 'b'))]  # Seed 3 is not in `earlier`.
   rows += [row('learned', 0, 'b', 0.2), row('none', 0, 'a', 0.3)]
-  paired = length_study.paired_changes(rows, earlier)
+  paired = length_generalisation.paired_changes(rows, earlier)
   assert list(paired) == ['rope'] and list(paired['rope']) == ['a', 'b']
   for cell in paired['rope'].values():
     assert cell['seeds'] == ['seed_2', 'seed_0']
     assert cell['changes'] == pytest.approx([shifts[2], shifts[0]])
     assert cell['now'] == pytest.approx([b + c for b, c in zip(cell['before'], cell['changes'])])
-  table = length_study.paired_table(paired, ['a', 'b', 'c'], 'old/runs.csv', digits=3)
+  table = length_generalisation.paired_table(paired, ['a', 'b', 'c'], 'old/runs.csv', digits=3)
   assert '| rope | this report | 0.475 ± 0.035 | 0.575 ± 0.035 |  |' in table
   assert '|  | change, per seed | +0.075 (+0.100, +0.050) |' in table
 
@@ -208,10 +204,10 @@ def test_paired_changes_pair_each_run_with_the_same_encoding_and_seed_and_nothin
 def test_a_column_only_some_variants_have_is_in_every_row_of_the_table():
   """Runs with and without checkpoint averaging in one table: the averaged column reads n/a where absent."""
   rows = [{'variant': 'a', 'seed': 0, 'bleu': 20.0}, {'variant': 'b', 'seed': 0, 'bleu': 21.0, 'averaged bleu': 22.0}]
-  variants = [sweeps.Variant(name, name, ()) for name in ('a', 'b')]
-  summaries = comparison.variant_summaries(rows, variants)
+  variants = [run_folders.Variant(name, name, ()) for name in ('a', 'b')]
+  summaries = sweep.variant_summaries(rows, variants)
   assert [list(s['columns']) for s in summaries] == [['bleu', 'averaged bleu']] * 2
-  table = comparison.summary_table(summaries, digits={'bleu': 2})
+  table = sweep.summary_table(summaries, digits={'bleu': 2})
   assert '| a | 1 | 20.00 | n/a |' in table and '| b | 1 | 21.00 | 22.00 |' in table
 
 
@@ -226,8 +222,8 @@ def test_a_table_names_the_runs_not_finished(tmp_path):
     (workdir / 'metrics.jsonl').write_text(''.join(
         json.dumps({'prefix': 'validation', 'step': step, 'accuracy': step / 100}) + '\n' for step in steps))
   os.makedirs(tmp_path / 'runs' / 't5' / 'seed_1')  # Still training.
-  variants = [sweeps.Variant(name, name, ()) for name in ('rope', 't5')]
-  summaries = comparison.tabulate(TASKS['listops'], variants, [0, 1, 2], str(tmp_path / 'runs'), 0.4,
+  variants = [run_folders.Variant(name, name, ()) for name in ('rope', 't5')]
+  summaries = sweep.tabulate(TASKS['listops'], variants, [0, 1, 2], str(tmp_path / 'runs'), 0.4,
                                   str(tmp_path / 'report'))
   assert [summary['seeds'] for summary in summaries] == [[0, 1], [0]]
   table = (tmp_path / 'report' / 'summary.md').read_text()
@@ -241,7 +237,7 @@ def test_translation_rows_carry_the_averaged_checkpoint_beside_the_best(tmp_path
   with open(tmp_path / 'results.json', 'w') as f:
     json.dump({'test_sets': best, 'validation': {'accuracy': 0.4}, 'best_step': 10,
                'averaged': {'steps': [8, 9, 10], 'test_sets': averaged, 'validation': {'accuracy': 0.45}}}, f)
-  row = comparison.run_row(TASKS['translation'], sweeps.Variant('rope', 'rope', ()), 0, str(tmp_path), target=0.43)
+  row = sweep.run_row(TASKS['translation'], run_folders.Variant('rope', 'rope', ()), 0, str(tmp_path), target=0.43)
   assert (row['test_2016_flickr tokenized_bleu'], row['averaged test_2016_flickr tokenized_bleu']) == (33.25, 34.0)
   assert (row['test_2017_flickr bleu'], row['averaged test_2017_flickr bleu']) == (18.0, 19.0)
   assert row['averaged test_2017_flickr tokenized_bleu'] is None
@@ -295,7 +291,7 @@ def test_sweep_trains_each_run_once_and_tabulates(tiny_sweep, capsys, tmp_path_f
   # A run trained beside another (--jobs=2) is the run trained alone.
   alone = str(tmp_path_factory.mktemp('alone'))
   settings = [sweep.parse_setting(s) for s in TINY_SWEEP] + [('model.pos_encoding', 'learned')]
-  subprocess.run(comparison.training_command(TASKS['listops'], 'configs/listops/lra.py:sweep', alone, 1, settings),
+  subprocess.run(sweep.training_command(TASKS['listops'], 'configs/listops/lra.py:sweep', alone, 1, settings),
                  cwd=ROOT, check=True, capture_output=True)
   assert read_history(alone, 'validation') == read_history(os.path.join(output_dir, 'learned', 'seed_1'), 'validation')
   # Re-running trains nothing: every run is finished, so only the table is rebuilt.
@@ -343,7 +339,8 @@ def test_length_generalisation_scores_buckets_and_marks_non_extrapolating(tiny_s
   with open(os.path.join(output_dir, 'length_generalisation', 'summary.md')) as f:
     assert '| learned | 0.' in f.read().replace('cannot extrapolate', 'X')
   # A re-run reads these instead of scoring again.
-  assert list(length_study.length_scores(os.path.join(output_dir, 'none', 'seed_0'))) == ['listops [24, 32, 48] 20']
+  scored = length_generalisation.length_scores(os.path.join(output_dir, 'none', 'seed_0'))
+  assert list(scored) == ['listops [24, 32, 48] 20']
   # Paired with its own runs (read back from runs.csv), every seed's change is zero.
   own_runs = os.path.join(output_dir, 'length_generalisation', 'runs.csv')
   length_generalisation.main(['--task=listops', f'--sweep_dir={output_dir}', '--bounds=24,32,48',
@@ -427,12 +424,12 @@ def test_recorded_sentence_statistics_give_each_length_bucket_the_bleu_of_its_se
 def test_runs_scored_on_different_examples_give_no_majority_baseline(tmp_path):
   """The majority-class row is one baseline for every run: runs whose kept scores disagree on it were scored on
   different examples, and the table would be wrong for some of them."""
-  key = length_study.length_set_key('listops', 'length', [24, 32], 20)
+  key = length_generalisation.length_set_key('listops', 'length', [24, 32], 20)
   for seed, majority in enumerate((0.2, 0.3)):
     run_dir = tmp_path / 'none' / f'seed_{seed}'
     os.makedirs(run_dir)
     (run_dir / 'results.json').write_text(json.dumps({'best_step': 100, 'step': 100}))
-    (run_dir / length_study.CACHE_FILE).write_text(json.dumps(
+    (run_dir / length_generalisation.CACHE_FILE).write_text(json.dumps(
         {key: {'24-31': {'score': 0.5, 'majority': majority, 'examples': 20}}}))
   with pytest.raises(ValueError, match=r"seed_1: bucket 24-31's majority class is 0.3, the other runs' 0.2"):
     length_generalisation.main(['--task=listops', f'--sweep_dir={tmp_path}', '--bounds=24,32', '--num_samples=20'])
@@ -553,12 +550,12 @@ def test_sowed_attention_weights_are_the_ones_attention_uses():
 
 def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
   sinusoidal = sinusoidal_table(64, 64)
-  assert encoding_diagnostics.high_dimension_fraction(sinusoidal) > 0.2
-  assert encoding_diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
+  assert diagnostics.high_dimension_fraction(sinusoidal) > 0.2
+  assert diagnostics.high_dimension_fraction(np.random.default_rng(0).normal(size=(64, 64))) == 0.0
   for width in (128, 256, 200):  # Identical rows correlate in every block, the whole width included.
-    assert encoding_diagnostics.high_dimension_fraction(np.tile(np.sin(np.arange(width)), (8, 1))) == 1.0
+    assert diagnostics.high_dimension_fraction(np.tile(np.sin(np.arange(width)), (8, 1))) == 1.0
   legendre = legendre_table(64, 64)
-  assert encoding_diagnostics.high_dimension_fraction(legendre) == 0.0
+  assert diagnostics.high_dimension_fraction(legendre) == 0.0
 
 
 @pytest.mark.parametrize('encoding,kind,width', [
@@ -569,7 +566,7 @@ def test_high_dimension_fraction_finds_sinusoidal_flat_dimensions():
     ('xpos', 'rows', 8), ('transformer_xl', 'content', None), ('cope', 'content', None)])
 def test_every_encoding_has_a_diagnostic_representation(encoding, kind, width):
   options = encodings.REGISTRY[encoding].Options()
-  found, values = encoding_diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
+  found, values = diagnostics.representation(encoding, options, length=20, dim=32, num_heads=4, head_dim=8,
                                              params=None)
   assert found == kind
   if kind == 'rows':

@@ -180,7 +180,10 @@ def test_every_benchmark_of_both_variants_is_a_command_of_this_repository_the_ca
     for name, (command, seconds) in commands.items():
       assert command[0] == sys.executable and seconds > 0
       assert not re.search(r'\{\w*\}', ' '.join(command)), (name, command)  # Every placeholder filled in.
+      # The program: a file of this repository, or a module of its package (`-m lra_posenc.studies.benchmark`).
       files = [word for word in command[1:] if word.endswith('.py') and not word.startswith(('-', '/'))]
+      files += [command[i + 1].replace('.', '/') + '.py' for i, word in enumerate(command[:-1])
+                if word == '-m' and command[i + 1].startswith('lra_posenc.')]
       assert files and all(os.path.exists(os.path.join(ROOT, file)) for file in files), (name, files)
       if name != 'attention':  # The figures (and the profiles) come back where the campaign reads them.
         assert f'--out=/w/{name}.json' in command or f'--output=/w/{name}.json' in command, (name, command)

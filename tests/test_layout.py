@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, and models (with encodings) import nothing of training."""
+"""The package's import graph: no cycles, models (with encodings) import nothing of training, and the studies sit
+above everything else."""
 import ast
 import importlib
 import os
@@ -85,6 +86,22 @@ def test_models_and_encodings_import_nothing_of_training_or_the_tasks():
   wrong = {module: sorted(name for name in imported if name.startswith(above))
            for module, imported in import_graph().items() if module.startswith(below)}
   assert {module: names for module, names in wrong.items() if names} == {}
+
+
+def test_the_studies_are_above_the_tasks_and_the_shared_code():
+  """Tasks, training, models and the package root's shared modules never import a study: a task's own figures
+  use the shared helpers (plots, run_folders, the Workload of training.task). Every study is an entry point."""
+  studies = 'lra_posenc.studies'
+  graph = import_graph()
+  wrong = {module: sorted(name for name in imported if name.startswith(studies))
+           for module, imported in graph.items() if not module.startswith(studies)}
+  assert {module: names for module, names in wrong.items() if names} == {}
+  assert set(task_folders().values()) <= {module.rsplit('.', 1)[0] for module in graph}
+  entry_points = [module for module in graph if module.startswith(f'{studies}.')]
+  assert len(entry_points) >= 6
+  for module in entry_points:
+    with open(module_files()[module]) as f:
+      assert "if __name__ == '__main__':" in f.read(), module
 
 
 def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path():

@@ -20,9 +20,11 @@ import scipy.stats
 
 from configs.lm import shakespeare_char
 from lra_posenc import encodings
-from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train, trained_at_length
+from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
+from lra_posenc.studies import trained_at_length
+from lra_posenc.tasks import TASKS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.transformer import Decoder, TransformerConfig
 from lra_posenc.training import optim, placement, trainer
@@ -632,7 +634,7 @@ def test_the_trained_at_length_table_sets_each_encodings_runs_at_l_beside_its_ru
   write('at_kl', 'rope:kept_frequencies=0.5:data.block_size=32:training.batch_size=1', 0, 32, {32: 1.9})
   write('at_l', 'learned', 0, 8, {8: 1.0})  # Cannot be scored at 32: "not measured".
   write('at_kl', 'learned:data.block_size=32:training.batch_size=1', 0, 32, {32: 1.6})
-  rows = trained_at_length.rows(str(tmp_path / 'at_l'), str(tmp_path / 'at_kl'))
+  rows = trained_at_length.rows(TASKS[settings.TASK], str(tmp_path / 'at_l'), str(tmp_path / 'at_kl'))
   assert [(row['encoding'], row['length']) for row in rows] == [
       ('learned', 32), ('rope', 32), ('rope:kept_frequencies=0.5', 32)]
   learned, rope, partial = rows

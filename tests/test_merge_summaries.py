@@ -1,12 +1,12 @@
-"""sweeps.merge_length_summaries and scripts/merge_summaries.py: one table from several length or depth
+"""length_generalisation.merge_length_summaries and its --merge: one table from several length or depth
 summaries, every cell traceable."""
 import json
 import os
 
 import pytest
 
-import merge_summaries
-from lra_posenc.sweeps import merge_length_summaries
+from lra_posenc.studies import length_generalisation
+from lra_posenc.studies.length_generalisation import merge_length_summaries
 
 
 def cell(*values):
@@ -51,7 +51,7 @@ def test_the_script_writes_the_table_and_the_json(tmp_path):
     paths.append(str(tmp_path / name / 'summary.json'))
     with open(paths[-1], 'w') as f:
       json.dump(summary, f)
-  merge_summaries.main([*paths, f'--report_dir={tmp_path / "merged"}'])
+  length_generalisation.main(['--merge', *paths, f'--report_dir={tmp_path / "merged"}'])
   table = (tmp_path / 'merged' / 'summary.md').read_text()
   assert '| alibi | 0.400 | 0.350 | 0.600 | 0.450 |' in table
   assert '| none |  |  | 0.300 | 0.200 |' in table

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from lra_posenc import report
+from lra_posenc.studies import report
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import DataError
 from lra_posenc.translation import bleu
 from lra_posenc.translation.settings import read_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STALE = 'the committed summary differs from the run files under results/: run `python -m lra_posenc.report`'
+STALE = 'the committed summary differs from the run files under results/: run `python -m lra_posenc.studies.report`'
 
 
 def test_committed_summary_is_what_the_run_files_give():

@@ -5,7 +5,7 @@ LRA setting (max_length 2000, 4 layers, d 512, 8 heads, mlp 1024, batch 32, 5000
 CPU variant (short expressions, small model; a few minutes on 2 cores):
     python -m lra_posenc.listops.train --config=configs/listops/lra.py:cpu --workdir=runs/listops_cpu
 Sweep variant (the CPU model on expressions under 64 tokens drawn from a depth-6, 8-argument
-generator, whose longer expressions then test length generalisation; scripts/sweep.py):
+generator, whose longer expressions then test length generalisation; lra_posenc.studies.sweep):
     python -m lra_posenc.listops.train --config=configs/listops/lra.py:sweep --workdir=runs/listops_sweep
 Chebyshev-PE study's data (depth 7, 7 arguments, 250-1000 tokens, label = value mod 2), the CPU
 model trained from scratch; add --config.model.pos_encoding_placement=after_encoder for its placement:

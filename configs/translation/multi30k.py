@@ -7,7 +7,7 @@ smoothing 0.1, warmup + inverse square root, 10k steps):
 CPU variant (3+3 layers, d 256, 2000 steps; about 35 min on 2 CPU cores; no committed runs):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:cpu \\
         --workdir=runs/multi30k_cpu --config.data.data_dir=DATA/multi30k
-Sweep variant (2+2 layers, d 128, 1500 steps: the CPU-sized comparison of scripts/sweep.py, RESULTS.md):
+Sweep variant (2+2 layers, d 128, 1500 steps: the CPU-sized comparison of lra_posenc.studies.sweep, RESULTS.md):
     python -m lra_posenc.translation.train --config=configs/translation/multi30k.py:sweep \\
         --workdir=runs/multi30k_sweep --config.data.data_dir=DATA/multi30k
 Tiny variant: the Multi30k literature's text-only baseline, the Transformer-tiny of Wu et al.

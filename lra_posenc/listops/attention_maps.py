@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lra_posenc.data import listops as generator
-from lra_posenc.diagnostics import plot_attention_maps
+from lra_posenc.plots import plot_attention_maps
 from lra_posenc.listops import input_pipeline, settings
 from lra_posenc.models.transformer import with_xla_attention
 from lra_posenc.training.checkpointing import restore_best

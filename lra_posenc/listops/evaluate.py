@@ -22,7 +22,7 @@ from lra_posenc.listops import input_pipeline
 from lra_posenc.listops.settings import CONFIG_HISTORY, read_scoring_settings
 from lra_posenc.listops.train import example_outcomes
 from lra_posenc.models.classifier import TransformerClassifier
-from lra_posenc.sweeps import save_line_plot
+from lra_posenc.plots import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import restore_best

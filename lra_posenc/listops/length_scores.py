@@ -1,5 +1,5 @@
 """The best checkpoint of a ListOps run scored by input length, on test sets drawn beyond its training lengths,
-and by nesting depth of its own test split (`scripts/length_generalisation.py` compares runs so)."""
+and by nesting depth of its own test split (`lra_posenc.studies.length_generalisation` compares runs so)."""
 import dataclasses
 import os
 import random
@@ -11,7 +11,7 @@ from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import input_pipeline, settings, train
 from lra_posenc.listops.evaluate import evaluate_file, example_scores
-from lra_posenc.sweeps import bucket_label
+from lra_posenc.run_folders import bucket_label
 from lra_posenc.training.checkpointing import read_config, restore_best
 
 

@@ -15,7 +15,6 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from lra_posenc import benchmarking
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.listops.settings import DataSettings, read_settings
@@ -24,7 +23,7 @@ from lra_posenc.models.classifier import TransformerClassifier
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import Batch, HostShard
-from lra_posenc.training.task import Params, Task
+from lra_posenc.training.task import Params, Task, Workload, synthetic_task
 
 def classification_metrics(model: TransformerClassifier, params: Params, batch: Batch, rng: jax.Array | None
                            ) -> dict[str, jax.Array]:
@@ -77,7 +76,7 @@ def data_directory(data_dir: str, workdir: str) -> str:
   return data_dir or os.path.join(workdir, 'data')
 
 
-def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
+def benchmark_workload(config: ml_collections.ConfigDict) -> Workload:
   """The classifier `config` describes, on random token sequences of `data.max_length`."""
   listops = read_settings(config)
   model, length = listops.model, listops.data.max_length
@@ -91,8 +90,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   init = lambda rng: model.init({'params': rng}, example, train=False)['params']
   counted = with_xla_attention(model)
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
-  return benchmarking.Workload(
-      task=benchmarking.synthetic_task(listops.trainer, init,
+  return Workload(
+      task=synthetic_task(listops.trainer, init,
                                        functools.partial(classification_metrics, model),
                                        attention_paths(model.config, model.attention_calls(length))),
       batch=batch,

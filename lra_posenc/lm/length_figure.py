@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lra_posenc import encodings, sweeps
+from lra_posenc import encodings, run_folders
 from lra_posenc.data.files import written_whole
 from lra_posenc.lm.scoring import SEQUENTIAL, length_score_sets
 from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
@@ -36,7 +36,7 @@ def curves(runs_dir: str, split: str) -> dict[str, dict[int, list[float]]]:
     variant_dir = os.path.join(runs_dir, directory)
     if not os.path.isdir(variant_dir):
       continue
-    spec = sweeps.spec_of_directory(directory)
+    spec = run_folders.spec_of_directory(directory)
     for name in sorted(n for n in os.listdir(variant_dir) if n.startswith('seed_')):
       results = read_json_if_present(os.path.join(variant_dir, name, RESULTS_FILE))
       if results is None:
@@ -56,7 +56,7 @@ def curves(runs_dir: str, split: str) -> dict[str, dict[int, list[float]]]:
 
 def summary(lines: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, dict]]:
   """Label -> length -> mean_and_std of the seeds' losses (with the count)."""
-  return {label: {str(length): sweeps.mean_and_std(losses) for length, losses in sorted(by_length.items())}
+  return {label: {str(length): run_folders.mean_and_std(losses) for length, losses in sorted(by_length.items())}
           for label, by_length in lines.items()}
 
 
@@ -64,7 +64,7 @@ def family(label: str) -> str:
   """The panel a line belongs in, by what its encoding's terms are (traced, not named): 'rotary' (turns queries
   and keys), 'content' (logits that read them: Transformer-XL, CoPE, DAPE), 'bias' (a logit bias), or 'absolute'
   (added to the inputs, or nothing)."""
-  terms = encodings.default_terms(sweeps.parse_variant(label.split(', ')[0]).encoding)
+  terms = encodings.default_terms(run_folders.parse_variant(label.split(', ')[0]).encoding)
   if terms.query_rotary is not None:
     return 'rotary'
   if terms.content is not None:

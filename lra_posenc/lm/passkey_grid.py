@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lra_posenc import sweeps
+from lra_posenc import run_folders
 from lra_posenc.lm.length_figure import figure_parser, write_numbers
 from lra_posenc.lm.passkey import LEARNED_ACCURACY, retrieves
 from lra_posenc.lm.scoring import PASSKEY
@@ -40,7 +40,7 @@ def grids(runs_dir: str, split: str) -> dict[str, dict]:
         continue
       block_size = results['config']['data']['block_size']
       entry = entry or {'block_size': block_size, 'seeds': [], 'learned': [], 'lengths': {}}
-      seed = sweeps.seed_of_run(os.path.join(variant_dir, name))
+      seed = run_folders.seed_of_run(os.path.join(variant_dir, name))
       entry['seeds'].append(seed)
       if not retrieves(scores, block_size):
         continue
@@ -54,7 +54,7 @@ def grids(runs_dir: str, split: str) -> dict[str, dict]:
       continue
     for length, rows in cells.items():
       entry['lengths'][length]['accuracy'] = np.mean(rows, axis=0).tolist()
-    variants[sweeps.spec_of_directory(directory)] = entry
+    variants[run_folders.spec_of_directory(directory)] = entry
   return variants
 
 

@@ -16,7 +16,6 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from lra_posenc import benchmarking
 from lra_posenc.lm import input_pipeline, scoring
 from lra_posenc.lm.input_pipeline import Vocabulary
 from lra_posenc.lm.passkey import PasskeyScorer
@@ -26,7 +25,7 @@ from lra_posenc.models.language_model import LanguageModel, next_token_sums
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli
 from lra_posenc.training.batches import Batch
-from lra_posenc.training.task import Params, Task
+from lra_posenc.training.task import Params, Task, Workload, synthetic_task
 
 
 def language_model_metrics(model: LanguageModel, params: Params, batch: Batch, rng: jax.Array | None
@@ -38,7 +37,7 @@ def language_model_metrics(model: LanguageModel, params: Params, batch: Batch, r
   return next_token_sums(logits, batch['targets'], batch['mask'] * batch['weight'][:, None])
 
 
-def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
+def benchmark_workload(config: ml_collections.ConfigDict) -> Workload:
   """The model `config` describes, on random windows of `data.block_size` tokens from a 65-character vocabulary
   (Tiny Shakespeare's; no text read)."""
   settings = read_settings(config)
@@ -54,8 +53,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
   init = lambda rng: model.init({'params': rng}, example, train=False)['params']
   counted = with_xla_attention(model)
   forward = lambda params, tokens: counted.apply({'params': params}, tokens, train=False)
-  return benchmarking.Workload(
-      task=benchmarking.synthetic_task(settings.trainer, init, functools.partial(language_model_metrics, model),
+  return Workload(
+      task=synthetic_task(settings.trainer, init, functools.partial(language_model_metrics, model),
                                        attention_paths(model.config, model.attention_calls(block_size))),
       batch=batch,
       forward_flops=flops.forward_flops(forward, init, example),

@@ -1,10 +1,14 @@
-"""What a task gives the shared train loop: its model's loss and metrics, its batches, its artifacts."""
+"""What a task gives the shared train loop (its model's loss and metrics, its batches, its artifacts), and what it
+gives the benchmarks: its model on synthetic batches."""
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
+import numpy as np
 
+from lra_posenc.models import flops
 from lra_posenc.training.batches import Batch
 from lra_posenc.training.settings import TrainerSettings
 
@@ -61,3 +65,51 @@ class Task:
   attention_paths: dict[str, Any] = dataclasses.field(default_factory=dict)
   count_unit: str = 'examples'
   train_batch_shapes: tuple[dict[str, jax.ShapeDtypeStruct], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """A task's model with synthetic batches of its config's training shapes (each task's `benchmark_workload`).
+
+  Attributes:
+    task: the model's parameters and metrics as the trainer uses them (no data), with the trainer's settings
+      (seed, batch sizes).
+    batch: (examples, rng) -> a batch of random tokens, every position filled.
+    forward_flops: matrix-product FLOPs of the forward pass, per example and per call.
+    tokens_per_example: tokens one example carries (source and target for translation).
+    dtype: the matrix products' dtype (`model.dtype`), which sets the device's peak for MFU.
+    decode: windows -> the task's decoding figures (translation: beam search's sentences/s), timed on random
+      parameters; None for a task that decodes nothing.
+  """
+  task: Task
+  batch: Callable[[int, np.random.Generator], Batch]
+  forward_flops: flops.ForwardFlops
+  tokens_per_example: int
+  dtype: str
+  decode: Callable[[int], dict[str, Any]] | None = None
+
+  @property
+  def seed(self) -> int:
+    return self.task.settings.seed
+
+  @property
+  def train_batch_size(self) -> int:
+    return self.task.settings.training.batch_size
+
+
+def synthetic_task(settings: TrainerSettings, init_params: Callable, metrics: Callable,
+                   attention_paths: dict[str, Any]) -> Task:
+  """A task with a model and no data: what a `Workload` gives the trainer's steps."""
+  return Task(init_params=init_params, metrics=metrics, train_batches=None, eval_batches=None, artifacts={},
+              baselines={}, settings=settings, attention_paths=attention_paths)
+
+
+def timed_windows(run_window: Callable[[], Any], windows: int) -> list[float]:
+  """Seconds of each of `windows` calls after one untimed warm-up call; `run_window` must synchronise."""
+  seconds = []
+  for window in range(windows + 1):
+    start = time.perf_counter()
+    run_window()
+    if window:
+      seconds.append(time.perf_counter() - start)
+  return seconds

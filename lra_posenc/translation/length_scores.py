@@ -1,11 +1,11 @@
-"""Test BLEU by source length, for `scripts/length_generalisation.py`: from the translations a run wrote, or,
+"""Test BLEU by source length, for `lra_posenc.studies.length_generalisation`: from the translations a run wrote, or,
 for a committed run (which keeps neither translations nor tokenizer), from the sentence statistics it recorded."""
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
-from lra_posenc.sweeps import bucket_label
+from lra_posenc.run_folders import bucket_label
 from lra_posenc.translation import bleu, input_pipeline, train
 from lra_posenc.translation.settings import read_run_data
 

@@ -22,7 +22,6 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from lra_posenc import benchmarking
 from lra_posenc.data.files import written_whole
 from lra_posenc.models import flops
 from lra_posenc.models.attention import AttentionPath
@@ -31,7 +30,7 @@ from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
 from lra_posenc.training.placement import replicate
-from lra_posenc.training.task import Params, Task
+from lra_posenc.training.task import Params, Task, Workload, synthetic_task, timed_windows
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID
 from lra_posenc.translation.settings import DataSettings, LossSettings, TranslationSettings, read_settings
@@ -114,7 +113,7 @@ def read_text(data: DataSettings, split: str) -> input_pipeline.ParallelText:
   return input_pipeline.read_split(data.data_dir, split, data.source_lang, data.target_lang)
 
 
-def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Workload:
+def benchmark_workload(config: ml_collections.ConfigDict) -> Workload:
   """The model `config` describes, on random source and target ids: `data.max_length` of each, from
   `data.tokenizer.vocab_size` (no tokenizer is trained, no text read)."""
   translation = read_settings(config, reads_text=False)
@@ -134,8 +133,8 @@ def benchmark_workload(config: ml_collections.ConfigDict) -> benchmarking.Worklo
                              lambda: init(jax.random.PRNGKey(translation.trainer.seed)))
   counted = with_xla_attention(model)
   forward = lambda params, sources, targets: counted.apply({'params': params}, sources, targets, train=False)
-  return benchmarking.Workload(
-      task=benchmarking.synthetic_task(translation.trainer, init,
+  return Workload(
+      task=synthetic_task(translation.trainer, init,
                                        functools.partial(translation_metrics, model, translation.loss),
                                        attention_paths(model.config, model.attention_calls(length, length))),
       batch=batch,
@@ -157,7 +156,7 @@ def measure_beam_search(translator: Translator, sources: np.ndarray, init_params
   start = time.perf_counter()
   outputs = translator.translate_ids(params, sources)
   first_call_seconds = time.perf_counter() - start
-  seconds = benchmarking.timed_windows(lambda: translator.translate_ids(params, sources), windows)
+  seconds = timed_windows(lambda: translator.translate_ids(params, sources), windows)
   return {'first_call_seconds': first_call_seconds, 'beam_size': translator.beam_size,
           'sentences_per_second': translator.batch_size / statistics.median(seconds),
           'output_ids_per_sentence': float(np.mean((outputs != 0).sum(axis=1)))}

@@ -3,7 +3,7 @@ cannot drift from them: per task and setting, each encoding's seeds, mean ± std
 difference from the reference encoding with a Welch p over seeds (and, where runs recorded their sentence
 statistics, a paired bootstrap p over test sentences); a few verdict lines and one figure.
 
-    python -m lra_posenc.report [--results_dir=results] [--results_md=RESULTS.md] [--no-update_results_md]
+    python -m lra_posenc.studies.report [--results_dir=results] [--results_md=RESULTS.md] [--no-update_results_md]
 
 writes RESULTS_DIR/SUMMARY.md, RESULTS_DIR/summary.png and the folder index RESULTS_DIR/README.md, replaces
 the block between SUMMARY_START and SUMMARY_END in RESULTS.md (inserted after its first paragraph if it has none),
@@ -21,13 +21,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
 
-from lra_posenc import comparison, length_generalisation, sweeps, tasks
+from lra_posenc import run_folders, tasks
+from lra_posenc.studies import length_generalisation, sweep
 from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.training.workdir import RESULTS_FILE, read_json
 
 # One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
 # sources: paths under results/, each a folder of VARIANT/seed_S run folders or a runs.csv (a study whose run
-# folders were not committed); metric: the column ranked and tested, of the rows `comparison.run_row` writes
+# folders were not committed); metric: the column ranked and tested, of the rows `sweep.run_row` writes
 # (length scores as 'SET BUCKET'), a run without it left out and named in the heading; lower_is_better: whether
 # the metric ranks ascending (a loss; absent: higher is better); axis: its label in the figure; columns: (column,
 # header) shown as mean ± std; baseline: (column, label) whose mean the heading quotes; statistics: (checkpoint,
@@ -56,14 +57,14 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
   path = os.path.join(results_dir, source)
   if source.endswith('.csv'):
     return [row | {'seed': int(row['seed']), 'ended': NOT_RECORDED, 'run_dir': None, 'commit': None, 'precision': None}
-            for row in read_csv_figures(path, lambda column: column not in comparison.LABEL_COLUMNS)]
+            for row in read_csv_figures(path, lambda column: column not in sweep.LABEL_COLUMNS)]
   runs = []
   for directory in sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))):
-    seeds = sorted((sweeps.seed_of_run(os.path.join(path, directory, name)), os.path.join(path, directory, name))
+    seeds = sorted((run_folders.seed_of_run(os.path.join(path, directory, name)), os.path.join(path, directory, name))
                    for name in os.listdir(os.path.join(path, directory)) if name.startswith('seed_'))
-    variant = sweeps.parse_variant(sweeps.spec_of_directory(directory)) if seeds else None
+    variant = run_folders.parse_variant(run_folders.spec_of_directory(directory)) if seeds else None
     for seed, run_dir in seeds:
-      row = comparison.run_row(task, variant, seed, run_dir, task.default_target)
+      row = sweep.run_row(task, variant, seed, run_dir, task.default_target)
       if row is None:
         continue
       for length_set, buckets in length_generalisation.length_scores(run_dir).items():
@@ -95,14 +96,14 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
         unscored.setdefault(run['variant'], []).append(run['seed'])
       else:
         runs.append(run | {'source': source})
-  variants = [sweeps.parse_variant(spec) for spec in dict.fromkeys(run['variant'] for run in runs)]
+  variants = [run_folders.parse_variant(spec) for spec in dict.fromkeys(run['variant'] for run in runs)]
   for variant in variants:
     sources = sorted({run['source'] for run in runs if run['variant'] == variant.spec})
     if len(sources) > 1:
       raise ValueError(f"{table['title']}: {variant.spec} has runs in more than one source: {sources}")
   figures = [{key: value for key, value in run.items() if key not in RUN_RECORD} for run in runs]
   rows, pooled = [], {}
-  for summary in comparison.variant_summaries(figures, variants):
+  for summary in sweep.variant_summaries(figures, variants):
     own = [run for run in runs if run['variant'] == summary['variant']]
     rows.append({'encoding': summary['variant'], 'n': len(own), 'runs': own,
                  'stats': summary['columns'], 'ended': ended_cell([run['ended'] for run in own])})
@@ -234,7 +235,7 @@ def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: 
   lines = [heading, '| ' + ' | '.join(headers) + ' |', '| --- ' * len(headers) + '|']
   for row in rows:
     cells = [row['encoding'], str(row['n'])]
-    cells += [sweeps.mean_std_cell(row['stats'][column], digits) for column, _ in table['columns']]
+    cells += [run_folders.mean_std_cell(row['stats'][column], digits) for column, _ in table['columns']]
     cells += [str(row['rank']), row['ended'],
               'reference' if row['delta'] is None else f"{row['delta']:+.{digits}f}",
               '-' if row['delta'] is None else _p_and_holm(row['welch_p'], row['welch_holm_p'])]
@@ -260,7 +261,7 @@ def _versus(table: dict, row: dict) -> str:
   """A row's mean and its difference from the reference with the tests' p-values, Holm-adjusted within the table,
   and what the adjusted values establish."""
   digits = table['digits']
-  text = f"{sweeps.mean_std_cell(row['stats'][table['metric']], digits)} (n={row['n']})"
+  text = f"{run_folders.mean_std_cell(row['stats'][table['metric']], digits)} (n={row['n']})"
   if row['delta'] is None:
     return text + ', the reference itself'
   text += f", {row['delta']:+.{digits}f} against {table['reference']}, Welch p = {p_cell(row['welch_p'])}"
@@ -372,7 +373,7 @@ def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str
   """The summary block: what it is, the verdicts, the figure's link, then the tables. Links are relative to
   the file it goes into, `link_prefix` being the path from there to results/."""
   lines = ['## Summary', '',
-           f'Generated by `python -m lra_posenc.report` from the committed run files under '
+           f'Generated by `python -m lra_posenc.studies.report` from the committed run files under '
            f'[`results/`]({link_prefix or "./"}); do not edit by hand. Mean ± sample std over seeds (n), ranked by '
            f'mean; Δ: difference of means from the reference encoding. Welch p: t-test over seeds, unequal '
            f'variances. Bootstrap p: paired over the test sentences, two-sided (the signed BLEU differences of 1000 '
@@ -457,7 +458,7 @@ def study_index(results_dir: str, documents: dict[str, str]) -> str:
     for folder, headings in _citing_sections(text).items():
       sections.setdefault(folder, []).extend(f'{name} § {heading}' for heading in headings)
   lines = ['# results/', '',
-           'Generated by `python -m lra_posenc.report`; do not edit by hand. One folder per study; what each '
+           'Generated by `python -m lra_posenc.studies.report`; do not edit by hand. One folder per study; what each '
            'shows, and the command that made it, are in the section named beside it. A study holds its runs as '
            '`runs/VARIANT/seed_S/` (each run\'s results.json, metrics.jsonl and config.json), its tables and plots, '
            'and, where more than one sweep command trained it, each command\'s own tables in `sweeps/NAME/` (NAME '
@@ -470,7 +471,7 @@ def study_index(results_dir: str, documents: dict[str, str]) -> str:
         if RESULTS_FILE in files)]
     commits = sorted({p['git_commit'][:7] for p in provenances if p.get('git_commit')})
     dates = sorted({p['date'][:10] for p in provenances if p.get('date')})
-    hosts = sorted({comparison.trained_on(p) or 'not recorded' for p in provenances})
+    hosts = sorted({sweep.trained_on(p) or 'not recorded' for p in provenances})
     cited = '; '.join(sections.get(folder, [])) or 'not cited'
     lines.append(f'| [{folder}/]({folder}/) | {cited} | {len(provenances) or "-"} | '
                  f'{", ".join(commits) or "-"} | {"; ".join(hosts) or "-"} | '

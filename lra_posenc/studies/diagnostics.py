@@ -1,6 +1,28 @@
-"""What positional encodings give a position and how positions relate: tables, similarities, numerical rank,
-the PoPE paper's high-dimension correlation, biases, and a trained run's attention maps as its task draws
-them (`TaskSpec.attention_maps`; `scripts/diagnostics.py` draws them all)."""
+"""Looks inside positional encodings: what each one gives a position, and how positions relate.
+
+    python -m lra_posenc.studies.diagnostics --encodings=sinusoidal,chebyshev,legendre,rope --length=512 --dim=128 \\
+        --output_dir=runs/diagnostics
+    python -m lra_posenc.studies.diagnostics --workdir=runs/sweeps/listops_cpu/learned/seed_0 \\
+        --expression="[MAX 2 [MIN 4 7 ] 0 ]" --output_dir=runs/diagnostics
+
+Every encoding is asked through the registry's own interface, so a new encoding needs no
+change here. What a position gets:
+  additive encodings: the row added to its embedding (`add_to_inputs` on zeros);
+  rotary encodings: [cos, sin] of its rotation angles, whose dot products are the
+    relative kernel a constant query and key see;
+  bias encodings: no row; their bias over (query, key) positions is shown instead.
+For a row representation, one PNG per encoding: the table, the position-by-position cosine
+similarity, mean similarity against distance, row norms, singular values (numerical rank),
+and the PoPE paper's high-dimension correlation: the fraction of trailing dimensions in
+which every pair of positions correlates above 0.999, against sequence length.
+With --workdir, trained encodings (learned, t5) come from the run's best checkpoint, at
+the run's model shape, and --expression draws the attention weights of every layer and
+head for that input, as the run's task reads it (a ListOps expression). summary.json holds the numbers
+behind the plots.
+"""
+import argparse
+import json
+import os
 from collections.abc import Sequence
 
 import matplotlib
@@ -13,6 +35,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from lra_posenc import encodings  # noqa: E402
+from lra_posenc.data.files import written_whole  # noqa: E402
+from lra_posenc.tasks import CONFIG_HISTORIES, TASKS  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from lra_posenc.validation import comma_separated  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999
 
@@ -144,22 +170,72 @@ def plot_bias(title: str, bias: np.ndarray, path: str) -> None:
   plt.close(figure)
 
 
-def plot_attention_maps(layers: Sequence[np.ndarray], labels: Sequence[str], title: str, path: str) -> None:
-  """Every layer's and head's attention weights ([heads, queries, keys] per layer) in one figure, on one colour
-  scale, with the input's tokens as tick labels where there are at most 40."""
-  heads = layers[0].shape[0]
-  figure, axes = plt.subplots(len(layers), heads, figsize=(3 * heads + 1, 3 * len(layers) + 0.6), squeeze=False,
-                              layout='constrained')
-  largest = max(float(weights.max()) for weights in layers)
-  for layer, weights in enumerate(layers):
-    for head in range(heads):
-      ax = axes[layer, head]
-      image = ax.imshow(weights[head], cmap='viridis', vmin=0, vmax=largest, interpolation='nearest')
-      ax.set_title(f'layer {layer} head {head}', fontsize='small')
-      if len(labels) <= 40:
-        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=5)
-        ax.set_yticks(range(len(labels)), labels, fontsize=5)
-  figure.colorbar(image, ax=axes, shrink=0.8, label='attention weight')
-  figure.suptitle(f'{title}\n(rows: queries, columns: keys)')
-  figure.savefig(path, dpi=100)
-  plt.close(figure)
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--output_dir', required=True)
+  parser.add_argument('--encodings', default=','.join(encodings.REGISTRY), help='Comma-separated registry names.')
+  parser.add_argument('--length', type=int, default=512)
+  parser.add_argument('--dim', type=int, default=128)
+  parser.add_argument('--num_heads', type=int, default=8)
+  parser.add_argument('--lengths', default='16,32,64,128,256,512,1024,2048',
+                      help='Lengths for the high-dimension correlation curve (those <= --length are used).')
+  parser.add_argument('--workdir', help='A training workdir: its encoding, shape and trained parameters.')
+  parser.add_argument('--expression', help="With --workdir: draw the run's attention maps for this input (a "
+                      'ListOps run: an expression).')
+  args = parser.parse_args(argv)
+  if args.expression and not args.workdir:
+    parser.error('--expression needs --workdir (a trained run)')
+  os.makedirs(args.output_dir, exist_ok=True)
+  try:
+    lengths = comma_separated('--lengths', args.lengths, int, at_least=1)
+  except ValueError as error:
+    parser.error(str(error))
+  summary = {}
+  if args.workdir:
+    config, params, _ = restore_best(args.workdir, CONFIG_HISTORIES)
+    # The trained shape, [CLS] and all.
+    model = TASKS[config.task].transformer_of(config)
+    names, options = [model.pos_encoding], model.pos_encoding_options
+    dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
+    trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))
+  else:
+    names = args.encodings.split(',')
+    unknown = [n for n in names if n not in encodings.REGISTRY]
+    if unknown:
+      parser.error(f'--encodings: {unknown} not in {list(encodings.REGISTRY)}')
+    dim, num_heads, head_dim, length, trained = args.dim, args.num_heads, args.dim // args.num_heads, args.length, None
+  for name in names:
+    if not args.workdir:
+      options = encodings.REGISTRY[name].Options()
+    kind, values = representation(name, options, length=length, dim=dim, num_heads=num_heads, head_dim=head_dim,
+                                  params=trained)
+    title = f'{name} (length {length}, dim {dim}{", trained" if trained is not None else ""})'
+    path = os.path.join(args.output_dir, f'{name}_L{length}_d{dim}.png')
+    if kind == 'rows':
+      stats, similarity = row_diagnostics(values, lengths)
+      plot_rows(title, values, similarity, stats, path)
+      summary[name] = {'representation': 'rows', 'plot': path} | stats
+      print(f"{name}: rows {stats['shape']}, numerical rank {stats['numerical_rank']}, high-dimension fraction "
+            f"{stats['high_dimension_fraction']}")
+    elif kind == 'bias':
+      plot_bias(title, values, path)
+      summary[name] = {'representation': 'bias', 'plot': path, 'shape': list(values.shape)}
+      print(f'{name}: attention bias {list(values.shape)}')
+    elif kind == 'content':
+      summary[name] = {'representation': 'content'}
+      print(f'{name}: attention logits from queries and keys; --expression shows them in a trained run')
+    else:
+      summary[name] = {'representation': 'none'}
+      print(f'{name}: gives positions nothing to plot')
+  if args.expression:
+    draw = TASKS[config.task].attention_maps
+    if draw is None:
+      parser.error(f'--expression: a {config.task} run has no attention maps to draw for an input')
+    summary['attention'] = draw(args.workdir, args.expression,
+                                os.path.join(args.output_dir, f'attention_{names[0]}.png'))
+  with written_whole(os.path.join(args.output_dir, 'summary.json')) as f:
+    json.dump(summary, f, indent=1)
+
+
+if __name__ == '__main__':
+  main()
