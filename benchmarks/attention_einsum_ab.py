@@ -26,7 +26,7 @@ from lra_posenc.config_files import config_of_flags
 from lra_posenc.models import attention
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPLICIT = attention.attend
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
   result = {'config': args.config, 'sets': args.overrides,
             'first_step_loss': {name: t.first_step_loss for name, t in timers.items()}, 'ms_per_step': ms,
             'ratio': ms['explicit'] / ms['jax_dot_product_attention'], f'params_abs_sum_after_{steps}_steps': abs_sums,
-            'cpu': provenance.host_cpu(), 'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''),
+            'cpu': run_files.host_cpu(), 'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''),
             'windows_seconds': seconds}
   print(json.dumps({k: v for k, v in result.items() if k != 'windows_seconds'}, indent=1))
   with open(args.output, 'w') as f:

@@ -25,7 +25,7 @@ from lra_posenc.config_files import config_of_flags
 from lra_posenc.models import attention, transformer
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DENSE = transformer.dense_dot_general
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
   ms = {name: 1e3 * statistics.median(s) / args.steps_per_window for name, s in seconds.items()}
   result = {'config': args.config, 'sets': args.overrides,
             'first_step_loss': {name: t.first_step_loss for name, t in timers.items()}, 'ms_per_step': ms,
-            'ratio': ms['dense_products'] / ms['jax_gradients'], 'cpu': provenance.host_cpu(), 'jax': jax.__version__,
+            'ratio': ms['dense_products'] / ms['jax_gradients'], 'cpu': run_files.host_cpu(), 'jax': jax.__version__,
             'xla_flags': os.environ.get('XLA_FLAGS', ''), 'windows_seconds': seconds}
   print(json.dumps({k: v for k, v in result.items() if k != 'windows_seconds'}, indent=1))
   with open(args.output, 'w') as f:

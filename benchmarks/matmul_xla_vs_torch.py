@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 # (m, k, n, transposed): a [m, k] @ b [k, n], or b stored as [n, k] and transposed. The step's projections, the
 # MLP's two products, a kernel gradient's shape from contiguous operands and the logits.
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f'{m}x{k}x{n}{" bT" if transposed else "   "}  jax {j * 1e6:7.1f} us ({gflop / j:6.1f} GFLOP/s)  '
           f'torch {t * 1e6:7.1f} us ({gflop / t:6.1f})  ratio {j / t:.2f}', flush=True)
   result = {'xla_flags': os.environ.get('XLA_FLAGS', ''), 'torch_threads': torch.get_num_threads(),
-            'cpu': provenance.host_cpu(), 'jax': jax.__version__, 'torch': torch.__version__, 'rows': rows}
+            'cpu': run_files.host_cpu(), 'jax': jax.__version__, 'torch': torch.__version__, 'rows': rows}
   if args.output:
     with open(args.output, 'w') as f:
       json.dump(result, f, indent=1)

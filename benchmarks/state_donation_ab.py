@@ -26,10 +26,10 @@ import jax
 from lra_posenc.config_files import config_of_flags
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance, steps
+from lra_posenc.training import run_files, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DONATED = steps.donated_arguments
+DONATED = trainer.donated_arguments
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -57,11 +57,11 @@ def read_config(spec: str, overrides: list[str]):
 
 def build(config, donate: bool) -> benchmark.TrainStepTimer:
   """The train step compiled donating its state, or not (set only while it compiles)."""
-  steps.donated_arguments = lambda platform: (0,) if donate else ()
+  trainer.donated_arguments = lambda platform: (0,) if donate else ()
   try:
     return benchmark.TrainStepTimer(TASKS[config.task].benchmark_workload(config))
   finally:
-    steps.donated_arguments = DONATED
+    trainer.donated_arguments = DONATED
 
 
 def compiled_facts(timer: benchmark.TrainStepTimer) -> dict:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
   print(json.dumps(compiled, indent=1), flush=True)
   seconds = benchmark.interleaved_windows(timers, windows=args.windows, steps_per_window=args.steps_per_window)
   ms = {name: 1e3 * statistics.median(s) / args.steps_per_window for name, s in seconds.items()}
-  result = {'config': args.config, 'overrides': args.overrides, 'cpu': provenance.describe_cpu(provenance.host_cpu()),
+  result = {'config': args.config, 'overrides': args.overrides, 'cpu': run_files.describe_cpu(run_files.host_cpu()),
             'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''), 'compiled': compiled,
             'ms_per_step': ms, 'not_donating_over_donating': ms['not_donating'] / ms['donating'],
             'window_seconds': seconds}

@@ -26,8 +26,8 @@ import jax
 from lra_posenc.config_files import config_of_flags
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance
-from lra_posenc.training.steps import pmapped_steps
+from lra_posenc.training import run_files
+from lra_posenc.training.trainer import pmapped_steps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_FORMS = ('lm1b', 'nanogpt')
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
   ms = {name: 1e3 * statistics.median(s) / args.steps_per_window for name, s in seconds.items()}
   result = {'config': args.config, 'sets': args.overrides, 'ms_per_step': ms,
             'ratio_to_default': {name: value / ms['default'] for name, value in ms.items()}, 'ynn_fusions': fusions,
-            'options': OPTIONS, 'cpu': provenance.host_cpu(), 'jax': jax.__version__,
+            'options': OPTIONS, 'cpu': run_files.host_cpu(), 'jax': jax.__version__,
             'xla_flags': os.environ.get('XLA_FLAGS', ''), 'windows_seconds': seconds}
   print(json.dumps({k: result[k] for k in ('config', 'ms_per_step', 'ratio_to_default')}, indent=1))
   with open(args.output, 'w') as f:

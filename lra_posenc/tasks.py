@@ -16,7 +16,7 @@ import ml_collections
 
 import lra_posenc
 from lra_posenc.models.transformer import TransformerConfig
-from lra_posenc.training.config_checks import ConfigHistory
+from lra_posenc.training.settings import ConfigHistory
 from lra_posenc.training.task import Task, Workload
 
 # (workdir, length bucket edges, *, num_samples, data_dir) -> bucket -> {'score', 'examples'[, 'majority']}.

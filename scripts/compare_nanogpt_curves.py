@@ -20,7 +20,7 @@ import re
 import matplotlib.pyplot as plt
 
 from lra_posenc.data.files import written_whole
-from lra_posenc.training.metric_writer import read_history
+from lra_posenc.training.run_files import read_history
 
 NANOGPT_LINE = re.compile(r'^step (\d+): train loss ([\d.]+), val loss ([\d.]+)$')
 

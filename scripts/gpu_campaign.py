@@ -50,8 +50,8 @@ from lra_posenc.config_files import config_of_flags, load_config
 from lra_posenc.data.files import DataError, written_whole
 from lra_posenc.tasks import TASKS
 from lra_posenc.training.cli import user_error_message
-from lra_posenc.training.metric_writer import HISTORY_FILE, read_history
-from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json, read_json_if_present, write_json
+from lra_posenc.training.run_files import (CONFIG_FILE, HISTORY_FILE, RESULTS_FILE, TRAIN_LOG, read_history,
+                                           read_json, read_json_if_present, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, 'configs', 'gpu_campaign.txt')

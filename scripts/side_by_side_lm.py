@@ -26,7 +26,7 @@ while slows all alike.
 Prints each side's build (compile) seconds and each round's ms/step as they end; then each side's median ms/step,
 each pair's ratio ours/peer (below 1: ours is faster), the model GFLOP/s (the same matrix-product FLOPs of
 `models.flops` for every side), this host's float32 matrix-product GFLOP/s measured in the same process, and the
-CPU (`provenance.host_cpu`); --output writes them as JSON.
+CPU (`run_files.host_cpu`); --output writes them as JSON.
 """
 import argparse
 import functools
@@ -44,11 +44,11 @@ import ml_collections
 import numpy as np
 import optax
 
-from lra_posenc.studies import benchmark
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import written_whole
+from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 66  # Tiny Shakespeare's 65 characters and the unknown one, as the task's benchmark_workload draws them.
@@ -168,7 +168,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
   config = configs['ours']
   batch = config.training.batch_size
   train_flops = workloads['ours'].forward_flops.train_step(batch, jax.device_count())
-  host_cpu = provenance.host_cpu()
+  host_cpu = run_files.host_cpu()
   return {
       'recipe': args.recipe,
       'shape': {'layers': config.model.num_layers, 'dim': config.model.emb_dim, 'heads': config.model.num_heads,
@@ -180,7 +180,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
       'matmul_gflops_per_second': benchmark.matmul_gflops(),
       'torch_threads': getattr(timers.get('nanogpt'), 'threads', None),
-      'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
+      'cpu': run_files.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
       'devices': jax.local_device_count(),
   }
 

@@ -15,7 +15,7 @@ trainer's own pmapped step (`benchmark.TrainStepTimer`), pre-LN with ReLU as the
 Prints each side's build (compile) seconds and each round's ms/step as it goes; then each side's median
 ms/step, the ratio ours/peer (below 1: ours is faster), the model GFLOP/s each achieves (the same
 matrix-product FLOPs of `models.flops`), this host's float32 matrix product GFLOP/s measured in the same
-process, and the CPU (model, family, model number, vector extensions: `provenance.host_cpu`); --output
+process, and the CPU (model, family, model number, vector extensions: `run_files.host_cpu`); --output
 writes them as JSON.
 """
 import argparse
@@ -32,12 +32,12 @@ import ml_collections
 import numpy as np
 import optax
 
-from lra_posenc.studies import benchmark
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import written_whole
 from lra_posenc.models.transformer import DTYPES
+from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K_CONFIG = os.path.join(ROOT, 'configs/translation/multi30k.py')  # Its task's benchmark workload: TASKS.
@@ -112,7 +112,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                                              report=benchmark.print_now)
   step_seconds = {name: statistics.median(s) / args.steps for name, s in seconds.items()}
   train_flops = workload.forward_flops.train_step(args.batch, jax.device_count())
-  host_cpu = provenance.host_cpu()
+  host_cpu = run_files.host_cpu()
   return {
       'shape': {key: getattr(args, key) for key in ('layers', 'dim', 'heads', 'mlp', 'batch', 'length', 'vocab',
                                                     'dropout', 'encoding', 'dtype')},
@@ -121,7 +121,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
       'ratio_ours_to_peer': step_seconds['ours'] / step_seconds['peer'],
       'model_gflops_per_second': {name: train_flops / s / 1e9 for name, s in step_seconds.items()},
       'matmul_gflops_per_second': benchmark.matmul_gflops(),
-      'cpu': provenance.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
+      'cpu': run_files.describe_cpu(host_cpu), 'host_cpu': host_cpu, 'jax': jax.__version__,
       'devices': jax.local_device_count(),
   }
 

@@ -16,12 +16,12 @@ from configs.listops import lra
 from configs.translation import multi30k
 from conftest import tiny_config
 from lra_posenc import encodings
-from lra_posenc.studies import benchmark
-from lra_posenc.listops import train as listops_train
 from lra_posenc.listops import settings as listops_settings
+from lra_posenc.listops import train as listops_train
 from lra_posenc.models import flops
 from lra_posenc.models.transformer import TransformerConfig
-from lra_posenc.training.metric_writer import read_history
+from lra_posenc.studies import benchmark
+from lra_posenc.training.run_files import read_history
 from lra_posenc.translation import settings as translation_settings
 from lra_posenc.translation import train as translation_train
 from lra_posenc.translation.translator import create_translator

@@ -16,10 +16,10 @@ import pytest
 
 from configs.listops import lra
 from lra_posenc import encodings, plots, run_folders
-from lra_posenc.encodings.legendre import legendre_table
-from lra_posenc.encodings.sinusoidal import sinusoidal_table
 from lra_posenc.config_files import load_config
 from lra_posenc.data import listops
+from lra_posenc.encodings.legendre import legendre_table
+from lra_posenc.encodings.sinusoidal import sinusoidal_table
 from lra_posenc.listops import settings as listops_settings
 from lra_posenc.lm import settings as lm_settings
 from lra_posenc.models.attention import attend, attention_weights
@@ -27,12 +27,11 @@ from lra_posenc.models.classifier import PLACEMENTS
 from lra_posenc.studies import diagnostics, length_generalisation, sweep
 from lra_posenc.tasks import CONFIG_HISTORIES, TASKS
 from lra_posenc.training.checkpointing import read_config
-from lra_posenc.training.config_checks import task_of, upgrade_old_config
+from lra_posenc.training.run_files import CONFIG_FILE, MetricWriter, read_history, read_json, write_json
+from lra_posenc.training.settings import task_of, upgrade_old_config
 from lra_posenc.translation import bleu
 from lra_posenc.translation import settings as translation_settings
 from lra_posenc.translation.translator import create_translator
-from lra_posenc.training.metric_writer import MetricWriter, read_history
-from lra_posenc.training.workdir import CONFIG_FILE, read_json, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

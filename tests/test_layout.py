@@ -104,6 +104,13 @@ def test_the_studies_are_above_the_tasks_and_the_shared_code():
       assert "if __name__ == '__main__':" in f.read(), module
 
 
+def test_training_is_at_most_eight_modules_of_one_subject_each():
+  """The loop, checkpoints, settings, devices and processes, batches, run files, the command line, the task contract."""
+  modules = sorted(name for name in os.listdir(os.path.join(ROOT, PACKAGE, 'training'))
+                   if name.endswith('.py') and name != '__init__.py')
+  assert len(modules) <= 8, modules
+
+
 def test_scripts_and_tests_import_the_installed_package_without_editing_sys_path():
   """`pip install -e .` (or pytest.ini's pythonpath) makes the package importable: no file patches sys.path."""
   patching = []

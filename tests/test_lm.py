@@ -23,12 +23,13 @@ from lra_posenc import encodings
 from lra_posenc.lm import input_pipeline, length_figure, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit, Vocabulary
 from lra_posenc.models import decoding
-from lra_posenc.studies import trained_at_length
-from lra_posenc.tasks import TASKS
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.transformer import Decoder, TransformerConfig
-from lra_posenc.training import optim, placement, trainer
+from lra_posenc.studies import trained_at_length
+from lra_posenc.tasks import TASKS
+from lra_posenc.training import distributed, trainer
 from lra_posenc.training.batches import HostShard
+from lra_posenc.training.settings import learning_rate_schedule, read_optimizer_settings
 
 SHAKESPEARE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '..', 'shared', 'data',
                            'tinyshakespeare', 'input.txt')
@@ -291,13 +292,13 @@ def test_the_models_own_keys_are_its_fields_and_reach_it_and_a_missing_one_is_na
 
 def test_the_cosine_ends_at_the_minimum_learning_rate():
   config = shakespeare_char.get_config('cpu')
-  schedule = optim.learning_rate_schedule(optim.read_settings(config.optimizer), 2000)
+  schedule = learning_rate_schedule(read_optimizer_settings(config.optimizer), 2000)
   np.testing.assert_allclose([schedule(0), schedule(50), schedule(100), schedule(1050), schedule(2000)],
                              [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4], rtol=1e-5)
   config.optimizer.schedule = 'rsqrt'
   with pytest.raises(ValueError, match="optimizer.min_learning_rate=0.0001 is where a cosine schedule ends; "
                                        "optimizer.schedule='rsqrt' would not read it"):
-    optim.read_settings(config.optimizer)
+    read_optimizer_settings(config.optimizer)
 
 
 # Training.
@@ -391,7 +392,7 @@ def test_randomized_positions_are_scored_at_drawn_positions_and_at_sequential_on
   scores = {}
   for randomized in (8, 32):  # Windows of 8 at 8 drawn positions of [0, 8) are 0 ... 7: nothing to draw.
     model = small_model('rope', max_len=randomized).clone(randomized_positions=randomized)
-    params = placement.replicate(random_params(model, tokens(8)))
+    params = distributed.replicate(random_params(model, tokens(8)))
     scorer = scoring.LengthScorer(model, 8, (1,), 0, 4, (), drawn_positions=True, position_draws=3)
     scores[randomized] = scorer.score(params, split, 'test')
   same, drawn = scores[8], scores[32]
@@ -401,7 +402,7 @@ def test_randomized_positions_are_scored_at_drawn_positions_and_at_sequential_on
   assert drawn['by_length']['8']['tokens'] == drawn['by_length_sequential']['8']['tokens'] == 69
   # Another draw count averages other draws; the sequential reading is the same.
   model = small_model('rope', max_len=32).clone(randomized_positions=32)
-  params = placement.replicate(random_params(model, tokens(8)))
+  params = distributed.replicate(random_params(model, tokens(8)))
   one = scoring.LengthScorer(model, 8, (1,), 0, 4, (), drawn_positions=True, position_draws=1).score(
       params, split, 'test')
   assert one['by_length']['8']['loss'] != pytest.approx(drawn['by_length']['8']['loss'], rel=1e-4)

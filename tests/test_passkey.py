@@ -11,7 +11,7 @@ from configs.lm import shakespeare_char
 from lra_posenc.lm import passkey, passkey_grid, sample, scoring, settings, train
 from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.lm.passkey import Passkey, PasskeyScorer
-from lra_posenc.training import placement, trainer
+from lra_posenc.training import distributed, trainer
 from lra_posenc.training.batches import HostShard
 
 KEY = Passkey(first_id=20, length=3)  # Text ids 1-19; the marker 20; symbols 21-30.
@@ -84,7 +84,7 @@ class LookbackOracle:
 def test_accuracy_by_depth_is_one_exactly_where_the_needle_is_within_reach(reach):
   split = TokenSplit('valid', text_ids(3000), 0)
   scorer = PasskeyScorer(LookbackOracle(KEY, reach), KEY, depths=6, trials=5)
-  params = placement.replicate({})
+  params = distributed.replicate({})
   for length in (16, 64):
     score = scorer.score_length(params, split, length, jax.device_count() * 4, 'test', block_size=16)
     # Read at drawn positions (a model trained on randomized ones), the same windows; the oracle ignores them.

@@ -4,7 +4,7 @@ import platform
 
 import jax
 
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 
 # Two processors of /proc/cpuinfo as Linux writes them: the first block is the one read; a field the
 # first lacks is not taken from the second.
@@ -36,41 +36,41 @@ CPU part\t: 0xd40
 
 
 def test_cpuinfo_gives_the_first_processors_model_family_and_vector_extensions():
-  assert provenance.parse_cpuinfo(ZEN3_CPUINFO) == {
+  assert run_files.parse_cpuinfo(ZEN3_CPUINFO) == {
       'model': 'AMD EPYC', 'family': 25, 'model_number': 1, 'vector_extensions': ['avx2', 'fma']}
   intel = (f'cpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n'
            f'flags\t\t: {SAPPHIRE_RAPIDS_FLAGS}\n')
-  assert provenance.parse_cpuinfo(intel) == {
+  assert run_files.parse_cpuinfo(intel) == {
       'model': 'Intel(R) Xeon(R) Platinum 8480+', 'family': 6, 'model_number': 143,
       'vector_extensions': ['avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile']}
-  assert provenance.parse_cpuinfo(AARCH64_CPUINFO) == {}
+  assert run_files.parse_cpuinfo(AARCH64_CPUINFO) == {}
 
 
 def test_host_cpu_falls_back_to_the_platform_where_cpuinfo_has_no_model(tmp_path):
   arm = tmp_path / 'cpuinfo'
   arm.write_text(AARCH64_CPUINFO)
   expected = {'model': platform.processor() or platform.machine(), 'cores': os.cpu_count()}
-  assert provenance.host_cpu(str(arm)) == expected
-  assert provenance.host_cpu(str(tmp_path / 'absent')) == expected
+  assert run_files.host_cpu(str(arm)) == expected
+  assert run_files.host_cpu(str(tmp_path / 'absent')) == expected
 
 
 def test_host_cpu_is_this_machines_and_describes_itself_in_one_line(tmp_path):
   cpuinfo = tmp_path / 'cpuinfo'
   cpuinfo.write_text(ZEN3_CPUINFO)
-  zen3 = provenance.host_cpu(str(cpuinfo))
-  assert provenance.describe_cpu(zen3) == f'AMD EPYC (family 25, model 1; avx2, fma), {os.cpu_count()} cores'
-  assert provenance.describe_cpu(provenance.host_cpu(str(tmp_path / 'absent'))) == (
+  zen3 = run_files.host_cpu(str(cpuinfo))
+  assert run_files.describe_cpu(zen3) == f'AMD EPYC (family 25, model 1; avx2, fma), {os.cpu_count()} cores'
+  assert run_files.describe_cpu(run_files.host_cpu(str(tmp_path / 'absent'))) == (
       f'{platform.processor() or platform.machine()}, {os.cpu_count()} cores')
   if os.path.isfile('/proc/cpuinfo'):  # Linux: the first 'model name' line, read here without the parser.
     with open('/proc/cpuinfo') as f:
       names = [line.split(':', 1)[1].strip() for line in f if line.startswith('model name')]
-    assert provenance.host_cpu()['model'] == (names[0] if names else platform.processor() or platform.machine())
-  assert provenance.host_cpu()['cores'] == os.cpu_count()
+    assert run_files.host_cpu()['model'] == (names[0] if names else platform.processor() or platform.machine())
+  assert run_files.host_cpu()['cores'] == os.cpu_count()
 
 
 def test_the_matmul_precision_in_force_is_recorded():
   """A GPU's float32 figures depend on it (TF32 or full float32), so results.json says which was used."""
   # Unset (None) means the backend's default.
-  assert provenance.provenance()['default_matmul_precision'] == os.environ.get('JAX_DEFAULT_MATMUL_PRECISION')
+  assert run_files.provenance()['default_matmul_precision'] == os.environ.get('JAX_DEFAULT_MATMUL_PRECISION')
   with jax.default_matmul_precision('highest'):
-    assert provenance.provenance()['default_matmul_precision'] == 'highest'
+    assert run_files.provenance()['default_matmul_precision'] == 'highest'

@@ -24,11 +24,10 @@ from conftest import (assert_same_parameters, final_params, run_listops, start_w
                       worker_results)
 from lra_posenc.data.files import DataError
 from lra_posenc.listops import input_pipeline, train
-from lra_posenc.training import checkpointing, steps, stop_signals, trainer
-from lra_posenc.training import workdir as workdir_files
+from lra_posenc.training import checkpointing, distributed, run_files, trainer
 from lra_posenc.training.checkpointing import Checkpoints
-from lra_posenc.training.step_window import StepWindow
 from lra_posenc.training.task import Task
+from lra_posenc.training.trainer import StepWindow
 from lra_posenc.translation import input_pipeline as translation_input
 
 
@@ -102,7 +101,7 @@ def test_ctrl_c_requests_a_stop_and_a_second_one_interrupts_at_once():
   inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    with stop_signals.StopSignals() as signals:
+    with distributed.StopSignals() as signals:
       os.kill(os.getpid(), signal.SIGINT)
       assert signals.requested()
       with pytest.raises(KeyboardInterrupt):
@@ -274,9 +273,9 @@ def test_a_non_finite_step_before_any_checkpoint_says_none_is_kept():
 
 def test_a_json_write_cut_short_leaves_the_file_as_it_was(tmp_path):
   path = tmp_path / 'record.json'
-  workdir_files.write_json(str(path), {'kept': 1})
+  run_files.write_json(str(path), {'kept': 1})
   with pytest.raises(TypeError):  # json.dump fails halfway through writing.
-    workdir_files.write_json(str(path), {'first': list(range(1000)), 'second': object()})
+    run_files.write_json(str(path), {'first': list(range(1000)), 'second': object()})
   assert json.loads(path.read_text()) == {'kept': 1} and os.listdir(tmp_path) == ['record.json']
 
 
@@ -284,7 +283,7 @@ def test_a_json_write_cut_short_leaves_the_file_as_it_was(tmp_path):
 def test_a_json_write_gets_the_permissions_a_plain_open_gives(tmp_path, umask):
   previous = os.umask(umask)
   try:
-    workdir_files.write_json(str(tmp_path / 'results.json'), {'score': 1})
+    run_files.write_json(str(tmp_path / 'results.json'), {'score': 1})
     (tmp_path / 'plain.json').write_text('{}')
   finally:
     os.umask(previous)
@@ -297,7 +296,7 @@ def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
   blocker.write_text('not a directory')
   config = tiny_config(tiny_data_dir)
   with pytest.raises(OSError, match=f"workdir '{blocker}/run' is not writable"):
-    workdir_files.prepare_workdir(str(blocker / 'run'))
+    run_files.prepare_workdir(str(blocker / 'run'))
   with pytest.raises(OSError, match='is not writable'):
     trainer.train_and_evaluate(str(blocker / 'run'), train.create_task(config, str(tmp_path / 'ok')))
 
@@ -305,7 +304,7 @@ def test_unwritable_workdir_fails_at_start(tiny_data_dir, tmp_path):
 def test_full_disk_fails_before_training(tiny_data_dir, tmp_path, monkeypatch):
   config = tiny_config(tiny_data_dir)
   task = train.create_task(config, str(tmp_path))
-  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
+  monkeypatch.setattr(run_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(total=10**9, used=10**9, free=10**4))
   with pytest.raises(OSError, match=r'has 0.0 MiB free, but 2 latest checkpoints, the best one, one being '
                                     r'written and 0 evaluated parameter sets need about [\d.]+ MiB more than the '
                                     r'0.0 MiB its checkpoints hold'):
@@ -318,14 +317,14 @@ def test_a_resume_counts_the_space_its_checkpoints_hold(tiny_data_dir, tmp_path,
   config = tiny_config(tiny_data_dir, num_train_steps=4)
   run_listops(config, tmp_path, should_stop=lambda step: step == 2)
   task = train.create_task(config, str(tmp_path))
-  state_bytes = sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(steps.create_state(task, jax.random.PRNGKey(0))))
+  state_bytes = sum(jnp.asarray(x).nbytes for x in jax.tree.leaves(trainer.create_state(task, jax.random.PRNGKey(0))))
   held = checkpointing.bytes_held(str(tmp_path))
   assert held > 0
   needed = 4 * state_bytes - held  # 2 latest, the best and one being written, less what is held.
-  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed - 1))
+  monkeypatch.setattr(run_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed - 1))
   with pytest.raises(OSError, match=r'need about [\d.]+ MiB more than the [\d.]+ MiB its checkpoints hold'):
     trainer.train_and_evaluate(str(tmp_path), task)
-  monkeypatch.setattr(workdir_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed))
+  monkeypatch.setattr(run_files.shutil, 'disk_usage', lambda path: types.SimpleNamespace(free=needed))
   assert trainer.train_and_evaluate(str(tmp_path), task)['steps_this_run'] == 2
 
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lra_posenc.training.run_record import RunRecord, RunSpan, check_resumable
+from lra_posenc.training.checkpointing import RunRecord, RunSpan, check_resumable
 
 FRESH = RunRecord(rng=[0, 42], model={'num_layers': 2, 'pos_encoding': 'rope'}, artifacts={'vocabulary': ['a']})
 

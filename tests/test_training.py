@@ -22,14 +22,13 @@ from conftest import assert_same_parameters, final_params, run_listops, start_wo
 from configs.listops import lra
 from lra_posenc.listops import train
 from lra_posenc.listops import settings as listops_settings
-from lra_posenc.training import checkpointing, provenance, steps, trainer
+from lra_posenc.training import checkpointing, run_files, trainer
 from lra_posenc.training.checkpointing import Checkpoints, restore_evaluated
-from lra_posenc.training.evaluation import evaluate
-from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.placement import AXIS, device_batches, stop_requests
+from lra_posenc.training.distributed import AXIS, device_batches, stop_requests
+from lra_posenc.training.run_files import read_history
 from lra_posenc.training.settings import read_trainer_settings
-from lra_posenc.training.steps import pmapped_steps, train_step
 from lra_posenc.training.task import Task
+from lra_posenc.training.trainer import evaluate, pmapped_steps, train_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +75,7 @@ def test_tiny_run_learns_and_reports_best_checkpoint(tiny_data_dir, tmp_path):
   assert record['git_commit'] == (head or None) and isinstance(record['git_dirty'], bool)
   assert record['packages']['jax'] == jax.__version__ and record['packages']['flax'] == flax.__version__
   assert record['devices']['count'] == jax.device_count() and record['process_count'] == 1
-  assert record['host_cpu'] == provenance.host_cpu()  # What timed train_seconds.
+  assert record['host_cpu'] == run_files.host_cpu()  # What timed train_seconds.
   age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(record['date'])
   assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1)
   assert os.listdir(tmp_path / 'tensorboard')
@@ -219,11 +218,11 @@ def test_on_a_cpu_the_train_step_donates_nothing_which_would_copy_every_leaf_of_
   """XLA:CPU copies a donated state's every leaf when the step starts (parameters and both Adam moments), so the
   trainer's step donates nothing there: its compiled program copies no argument and aliases no output."""
   task = train.create_task(tiny_config(tiny_data_dir), str(tmp_path))
-  state = flax.jax_utils.replicate(steps.create_state(task, jax.random.PRNGKey(0)))
+  state = flax.jax_utils.replicate(trainer.create_state(task, jax.random.PRNGKey(0)))
   batch = next(device_batches(task.train_batches(0), size=1))
   rng, no_stop = flax.jax_utils.replicate(jax.random.PRNGKey(1)), stop_requests(False)
-  sums = steps.zero_sums(task, state, batch, rng, no_stop)
-  donating = jax.pmap(functools.partial(steps.accumulating_train_step, task=task), axis_name=AXIS, donate_argnums=0)
+  sums = trainer.zero_sums(task, state, batch, rng, no_stop)
+  donating = jax.pmap(functools.partial(trainer.accumulating_train_step, task=task), axis_name=AXIS, donate_argnums=0)
   compiled = {name: step.lower(state, sums, batch, rng, no_stop).compile()
               for name, step in (('donating', donating), ('trainer', pmapped_steps(task)[0]))}
   def argument_copies(program) -> int:  # Copies of the entry computation's parameters.

@@ -25,18 +25,18 @@ from configs.listops import lra
 from configs.translation import multi30k
 from lra_posenc import encodings
 from lra_posenc.data.files import DataError
+from lra_posenc.models import decoding as decode
 from lra_posenc.models.seq2seq import Seq2SeqTransformer, shift_right
 from lra_posenc.models.transformer import transformer_config
 from lra_posenc.training import trainer
 from lra_posenc.training.batches import ArrayDataset, HostShard
 from lra_posenc.training.checkpointing import read_config, restore_best
-from lra_posenc.training.config_checks import upgrade_old_config
-from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.placement import AXIS, device_batches, replicate, stop_requests
-from lra_posenc.training.steps import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
-                                       train_step, zero_sums)
+from lra_posenc.training.distributed import AXIS, device_batches, replicate, stop_requests
+from lra_posenc.training.run_files import read_history
+from lra_posenc.training.settings import upgrade_old_config
 from lra_posenc.training.task import Task
-from lra_posenc.models import decoding as decode
+from lra_posenc.training.trainer import (accumulating_train_step, compile_train_steps, create_state, pmapped_steps,
+                                         train_step, zero_sums)
 from lra_posenc.translation import bleu, input_pipeline, loss, train, translate
 from lra_posenc.translation import length_scores as translation_length_scores
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID

@@ -26,9 +26,8 @@ from lra_posenc.plots import save_line_plot
 from lra_posenc.training import cli
 from lra_posenc.training.batches import ArrayDataset
 from lra_posenc.training.checkpointing import restore_best
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.run_files import quiet_checkpoint_logs, write_json
 from lra_posenc.training.task import Params
-from lra_posenc.training.workdir import write_json
 
 matplotlib.use('Agg')  # Files only; no display.
 import matplotlib.pyplot as plt  # noqa: E402

@@ -12,8 +12,7 @@ from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, config_keys, transformer_config
-from lra_posenc.training.config_checks import ConfigHistory, check_keys, section_keys
-from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_trainer_settings, section_keys
 from lra_posenc.validation import check_positive, check_section_choice
 
 TASK = 'listops'
@@ -25,7 +24,7 @@ def _upgrade_old_config(config: dict) -> None:
   config['model'].setdefault('length_multiple', 1)
 
 
-# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# How this task's older config.json files read today (`training.settings.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`: the generator's section named the task before configs had `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(data_key='generator', upgrade=_upgrade_old_config)}
 

@@ -21,7 +21,7 @@ import numpy as np
 from lra_posenc import encodings, run_folders
 from lra_posenc.data.files import written_whole
 from lra_posenc.lm.scoring import SEQUENTIAL, length_score_sets
-from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
+from lra_posenc.training.run_files import RESULTS_FILE, read_json_if_present
 
 FAMILIES = ('absolute', 'rotary', 'bias', 'content')  # The panels, in this order.
 SEQUENTIAL_LABEL = 'at 0, 1, 2, ...'  # A model with randomized positions read at sequential positions.

@@ -26,8 +26,8 @@ from lra_posenc import encodings, progress
 from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.training.batches import ArrayDataset
-from lra_posenc.training.placement import AXIS, host_copy, shard
-from lra_posenc.training.steps import sum_over_devices
+from lra_posenc.training.distributed import AXIS, host_copy, shard
+from lra_posenc.training.trainer import sum_over_devices
 
 SYMBOLS = 10  # A key's symbols: ten ids of their own, as a key of digits.
 # The accuracy, within the training window, below which a model did not learn retrieval: its scores past the window

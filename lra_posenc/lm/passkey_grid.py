@@ -19,7 +19,7 @@ from lra_posenc import run_folders
 from lra_posenc.lm.length_figure import figure_parser, write_numbers
 from lra_posenc.lm.passkey import LEARNED_ACCURACY, retrieves
 from lra_posenc.lm.scoring import PASSKEY
-from lra_posenc.training.workdir import RESULTS_FILE, read_json_if_present
+from lra_posenc.training.run_files import RESULTS_FILE, read_json_if_present
 
 
 def grids(runs_dir: str, split: str) -> dict[str, dict]:

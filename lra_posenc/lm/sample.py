@@ -26,8 +26,7 @@ from lra_posenc.models import decoding
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.training import cli
 from lra_posenc.training.checkpointing import read_config, restore_best
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
-from lra_posenc.training.workdir import read_json
+from lra_posenc.training.run_files import quiet_checkpoint_logs, read_json
 from lra_posenc.validation import check_range
 
 

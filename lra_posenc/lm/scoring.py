@@ -25,8 +25,8 @@ from lra_posenc import encodings, progress
 from lra_posenc.lm import passkey
 from lra_posenc.lm.input_pipeline import TokenSplit
 from lra_posenc.models.language_model import LanguageModel, weighted_nll
-from lra_posenc.training.placement import AXIS, host_copy, shard
-from lra_posenc.training.steps import sum_over_devices
+from lra_posenc.training.distributed import AXIS, host_copy, shard
+from lra_posenc.training.trainer import sum_over_devices
 
 # results.json's key of a split's scores by window length; 'by_length_OPTION' with an option stretched.
 BY_LENGTH = 'by_length'

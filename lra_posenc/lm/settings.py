@@ -14,8 +14,7 @@ from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import (CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, config_keys,
                                            transformer_config)
-from lra_posenc.training.config_checks import ConfigHistory, check_keys, read_section
-from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_section, read_trainer_settings
 from lra_posenc.validation import check_choice, check_range
 
 TASK = 'lm'
@@ -40,7 +39,7 @@ def _upgrade_old_config(config: dict) -> None:
     config['scoring'].setdefault(key, PASSKEY_DEFAULTS[key])
 
 
-# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# How this task's older config.json files read today (`training.settings.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`; every one has `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(upgrade=_upgrade_old_config)}
 # The model's keys: the Transformer stack's with GPT-2's biases and initialisation (models.transformer), and the

@@ -59,12 +59,12 @@ from ml_collections import config_flags
 from lra_posenc import encodings
 from lra_posenc.data.files import written_whole
 from lra_posenc.tasks import TASKS, TaskSpec
-from lra_posenc.training import cli, distributed, provenance, trainer
+from lra_posenc.training import cli, distributed, run_files, trainer
 from lra_posenc.training.batches import Batch
-from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.placement import device_batches, replicate, stop_requests
-from lra_posenc.training.steps import create_state, pmapped_steps, zero_sums
+from lra_posenc.training.distributed import device_batches, replicate, stop_requests
+from lra_posenc.training.run_files import read_history
 from lra_posenc.training.task import Task, Workload, timed_windows
+from lra_posenc.training.trainer import create_state, pmapped_steps, zero_sums
 from lra_posenc.validation import check_choice, comma_separated
 # Dense peak TFLOP/s per device, by a substring of `device_kind` (first match wins) and the arithmetic its
 # matrix products run in (`matmul_arithmetic`): bfloat16 and TF32 tensor cores, or full float32 (no tensor cores).
@@ -550,7 +550,7 @@ def main(argv: list[str]) -> None:
   config = FLAGS.config
   device = jax.local_devices()[0]
   results = {'task': task_spec().name, 'device_kind': device.device_kind, 'platform': device.platform,
-             'local_devices': jax.local_device_count(), 'host_cpu': provenance.host_cpu(), 'jax': jax.__version__,
+             'local_devices': jax.local_device_count(), 'host_cpu': run_files.host_cpu(), 'jax': jax.__version__,
              'model': config.model.to_dict(),
              'batch_size': {'train': config.training.batch_size, 'eval': config.evaluation.batch_size},
              'timing': {'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window}}

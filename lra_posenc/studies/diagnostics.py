@@ -37,7 +37,7 @@ import jax.numpy as jnp  # noqa: E402
 from lra_posenc import encodings  # noqa: E402
 from lra_posenc.data.files import written_whole  # noqa: E402
 from lra_posenc.tasks import CONFIG_HISTORIES, TASKS  # noqa: E402
-from lra_posenc.training.checkpointing import restore_best  # noqa: E402
+from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.validation import comma_separated  # noqa: E402
 
 CORRELATION_THRESHOLD = 0.999

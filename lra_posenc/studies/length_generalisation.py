@@ -57,7 +57,7 @@ from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.plots import comparison_figure, save_line_plot
 from lra_posenc.run_folders import mean_and_std, mean_std_cell, seed_of_run, spec_of_directory
 from lra_posenc.tasks import TASKS, TaskSpec
-from lra_posenc.training.workdir import RESULTS_FILE, read_json, read_json_if_present, write_json
+from lra_posenc.training.run_files import RESULTS_FILE, read_json, read_json_if_present, write_json
 from lra_posenc.validation import comma_separated
 
 # A length-table cell whose encoding has no value past its training length (a learned table).

@@ -24,7 +24,7 @@ import scipy.stats
 from lra_posenc import run_folders, tasks
 from lra_posenc.studies import length_generalisation, sweep
 from lra_posenc.data.files import read_csv_figures, written_whole
-from lra_posenc.training.workdir import RESULTS_FILE, read_json
+from lra_posenc.training.run_files import RESULTS_FILE, read_json
 
 # One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
 # sources: paths under results/, each a folder of VARIANT/seed_S run folders or a runs.csv (a study whose run

@@ -52,10 +52,10 @@ from lra_posenc.data.files import written_whole
 from lra_posenc.plots import comparison_figure, save_line_plot
 from lra_posenc.run_folders import Variant, mean_and_std, mean_std_cell, parse_override, parse_variant
 from lra_posenc.tasks import TASKS, TaskSpec
-from lra_posenc.training import provenance
+from lra_posenc.training import run_files
 from lra_posenc.training.cli import user_error_message
-from lra_posenc.training.metric_writer import read_history
-from lra_posenc.training.workdir import CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_json_if_present, write_json
+from lra_posenc.training.run_files import (CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_history, read_json_if_present,
+                                           write_json)
 from lra_posenc.validation import comma_separated
 
 WALL_TIME_FILE = 'sweep_wall_time.json'
@@ -250,7 +250,7 @@ def trained_on(run_provenance: dict | None) -> str | None:
   devices = run_provenance['devices']
   if devices['platform'] == 'cpu':
     cpu = run_provenance.get('host_cpu')
-    name = f'CPU ({provenance.describe_cpu(cpu)})' if cpu else 'CPU (model not recorded)'
+    name = f'CPU ({run_files.describe_cpu(cpu)})' if cpu else 'CPU (model not recorded)'
   else:
     name = devices['kind']
   return f"{devices['count']} x {name}" if devices['count'] > 1 else name

@@ -14,8 +14,8 @@ import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from lra_posenc.training import compilation_cache, distributed, trainer
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training import distributed, trainer
+from lra_posenc.training.run_files import quiet_checkpoint_logs
 from lra_posenc.training.task import Task
 
 TaskFactory = Callable[[ml_collections.ConfigDict, str], Task]
@@ -62,7 +62,7 @@ def run_training(create_task: TaskFactory, config_example: str) -> None:
     initialize_distributed_from_flags()
     logging.info('devices: %s', jax.devices())
     cache_dir = flags.FLAGS.compilation_cache_dir
-    compilation_cache.enable(compilation_cache.default_directory() if cache_dir is None else cache_dir)
+    distributed.enable_compilation_cache(distributed.compilation_cache_directory() if cache_dir is None else cache_dir)
     results = trainer.train_and_evaluate(workdir, create_task(config, workdir))
     if distributed.is_primary():
       print(json.dumps({k: results[k] for k in results if k != 'config'}, indent=2, sort_keys=True))

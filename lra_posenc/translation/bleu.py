@@ -14,7 +14,7 @@ import numpy as np
 import sacrebleu
 import sacremoses
 
-from lra_posenc.training.workdir import locked, read_json_if_present, write_json
+from lra_posenc.training.run_files import locked, read_json_if_present, write_json
 from lra_posenc.translation.settings import DataSettings
 
 MAX_NGRAM_ORDER = 4

@@ -12,8 +12,7 @@ from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
 from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.batches import token_budget_batch_sizes
 from lra_posenc.training.checkpointing import read_config
-from lra_posenc.training.config_checks import ConfigHistory, check_keys, section_keys
-from lra_posenc.training.settings import TrainerSettings, read_trainer_settings
+from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_trainer_settings, section_keys
 from lra_posenc.translation.input_pipeline import EOS_ID
 from lra_posenc.validation import check_positive, check_range, check_section_choice
 
@@ -27,7 +26,7 @@ def _upgrade_old_config(config: dict) -> None:
   config['data']['tokenizer'].setdefault('lowercase', False)
 
 
-# How this task's older config.json files read today (`config_checks.ConfigHistory`, by task: this one), for
+# How this task's older config.json files read today (`training.settings.ConfigHistory`, by task: this one), for
 # `checkpointing.read_config`: the tokenizer's section named the task before configs had `task`.
 CONFIG_HISTORY = {TASK: ConfigHistory(data_key='tokenizer', upgrade=_upgrade_old_config)}
 

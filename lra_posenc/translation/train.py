@@ -29,7 +29,7 @@ from lra_posenc.models.seq2seq import Seq2SeqTransformer
 from lra_posenc.models.transformer import attention_paths, with_xla_attention
 from lra_posenc.training import cli, distributed
 from lra_posenc.training.batches import ArrayDataset, Batch, token_budget_batch_sizes
-from lra_posenc.training.placement import replicate
+from lra_posenc.training.distributed import replicate
 from lra_posenc.training.task import Params, Task, Workload, synthetic_task, timed_windows
 from lra_posenc.translation import bleu, input_pipeline, loss
 from lra_posenc.translation.input_pipeline import EOS_ID, PAD_ID

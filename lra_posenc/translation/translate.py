@@ -15,9 +15,9 @@ from absl import flags
 
 from lra_posenc.training import cli
 from lra_posenc.training.checkpointing import read_config, restore_best, restore_evaluated
-from lra_posenc.training.evaluation import average_parameters
-from lra_posenc.training.metric_writer import quiet_checkpoint_logs
+from lra_posenc.training.run_files import quiet_checkpoint_logs
 from lra_posenc.training.task import Params
+from lra_posenc.training.trainer import average_parameters
 from lra_posenc.translation import input_pipeline
 from lra_posenc.translation.settings import CONFIG_HISTORY, DataSettings, read_translator_settings
 from lra_posenc.translation.translator import Translator, build_translator

@@ -8,10 +8,10 @@ import ml_collections
 import numpy as np
 
 from lra_posenc import progress
-from lra_posenc.models.seq2seq import Seq2SeqTransformer
-from lra_posenc.training import placement
-from lra_posenc.training.task import Params
 from lra_posenc.models import decoding
+from lra_posenc.models.seq2seq import Seq2SeqTransformer
+from lra_posenc.training import distributed
+from lra_posenc.training.task import Params
 from lra_posenc.translation.input_pipeline import BOS_ID, EOS_ID, PAD_ID, Tokenizers, decode_ids, pad_ids
 from lra_posenc.translation.settings import ModelSettings, TranslatorSettings, read_translator_settings
 from lra_posenc.validation import check_range
@@ -86,7 +86,7 @@ class Translator:
 
   def translate_ids(self, replicated_params: Params, inputs: np.ndarray, what: str = 'decoding') -> np.ndarray:
     """Output ids [N, max_output_length] for every row of `inputs` [N, source_length], in order (none for none);
-    `replicated_params` as `placement.replicate` places them.
+    `replicated_params` as `distributed.replicate` places them.
 
     Progress (batches decoded, ETA) is reported under `what`.
     """
@@ -103,7 +103,7 @@ class Translator:
   def translate(self, params: Params, sentences: Sequence[str]) -> list[str]:
     """Detokenized translations of raw `sentences`, with unreplicated `params`."""
     inputs = pad_ids(self.tokenizers.encode_sources(sentences), self.max_source_length)
-    outputs = self.translate_ids(placement.replicate(params), inputs)
+    outputs = self.translate_ids(distributed.replicate(params), inputs)
     return [decode_ids(self.tokenizers.target, row) for row in outputs]
 
 
