@@ -101,7 +101,8 @@ REASONS = {'sinusoidal': ['patience', 'num_train_steps', 'patience'], 'rope': ['
            'alibi': ['num_train_steps']}
 LISTOPS_TABLE = {'title': 'Toy ListOps', 'task': 'listops', 'setting': 'toy setting', 'sources': ('toy/runs',),
                  'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'accuracy'),),
-                 'digits': 3, 'reference': 'sinusoidal', 'baseline': None, 'statistics': None}
+                 'digits': 3, 'reference': 'sinusoidal', 'baseline': None, 'statistics': None,
+                 'question': 'a toy question'}
 
 
 @pytest.fixture
@@ -283,7 +284,8 @@ def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch
     f.write('# Results\n\nIntro.\n')
   readme = os.path.join(os.path.dirname(listops_tree), 'README.md')  # Beside RESULTS.md: the default.
   with open(readme, 'w') as f:
-    f.write(f'# Toy\n\n{report.VERDICTS_START}\nold\n{report.VERDICTS_END}\n\nAfter.\n')
+    f.write(f'# Toy\n\n{report.WHICH_START}\nold\n{report.WHICH_END}\n\n{report.VERDICTS_START}\nold\n'
+            f'{report.VERDICTS_END}\n\nAfter.\n')
   report.main([f'--results_dir={listops_tree}', f'--results_md={results_md}'])
   with open(readme) as f:
     verdict_lines = f.read().split(report.VERDICTS_START + '\n')[1].split(report.VERDICTS_END)[0].splitlines()
@@ -296,6 +298,7 @@ def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch
   assert text.startswith('# Results\n\nIntro.\n\n<!-- summary:start -->\n## Summary\n')
   assert '[toy/runs](results/toy/runs)' in text and text.endswith('<!-- summary:end -->\n')
   assert os.path.getsize(os.path.join(listops_tree, report.FIGURE_FILE)) > 0
+  assert os.path.getsize(os.path.join(listops_tree, report.RANKS_FILE)) > 0
 
 
 def test_caveats_count_budget_endings_few_seeds_and_mixed_versions_from_the_run_files(listops_tree):
@@ -337,3 +340,49 @@ def test_the_rank_agreement_says_when_the_order_repeats_the_fit_at_the_training_
       f'The order here is not the order at 64 (Spearman ρ = {rho.statistic:.2f} over 6 rows, '
       f'p = {report.p_cell(rho.pvalue)}).')
   assert report.rank_agreement(table, same[:2] + [row(7.0, None)]) == 'Fewer than 3 rows have 64: no rank correlation.'
+
+
+def _row(encoding, values, reference_values, *, holm=None, rank=1):
+  """A summary row as table_rows gives it, for the answer and the rank figure."""
+  stats = {'test accuracy': {'values': values, 'mean': float(np.mean(values))}}
+  delta = None if reference_values is None else float(np.mean(values) - np.mean(reference_values))
+  return {'encoding': encoding, 'stats': stats, 'rank': rank, 'n': len(values), 'delta': delta,
+          'welch_holm_p': holm, 'runs': []}
+
+
+def test_which_encoding_names_only_what_holm_establishes_and_the_direction_of_each():
+  reference = [0.40, 0.41, 0.42]
+  rows = [_row('a', [0.90, 0.91, 0.92], reference, holm=0.001, rank=1),
+          _row('b', [0.89, 0.93, 0.90], reference, holm=0.20, rank=2),  # Not established after Holm.
+          _row('sinusoidal', reference, None, rank=3),
+          _row('c', [0.10, 0.11, 0.12], reference, holm=0.01, rank=4)]
+  line, = report.which_encoding([(LISTOPS_TABLE, rows)])
+  assert line.startswith('- **A toy question** (tables 1): better than the reference: a (+0.500 against sinusoidal, '
+                         'table 1). Worse: c (-0.300 against sinusoidal, table 1).')
+  assert 'b (+' not in line and 'First: a ranks first, not separated from b (table 1)' in line
+  assert line.endswith('Not established: 1 of 3 differences from sinusoidal (table 1).')
+  # Lower is better: a negative difference is the better one; two tables of one question share a line.
+  lower = LISTOPS_TABLE | {'lower_is_better': True, 'title': 'Toy loss'}
+  both = report.which_encoding([(LISTOPS_TABLE, rows), (lower, rows)])
+  assert len(both) == 1 and '(tables 1, 2)' in both[0] and 'c (-0.300 against sinusoidal, table 2)' in both[0]
+  assert both[0].index('c (-0.300 against sinusoidal, table 2)') < both[0].index('Worse')
+
+
+def test_the_rank_figure_numbers_are_the_tables_ranks_and_marks(tmp_path):
+  reference = [0.40, 0.41, 0.42]
+  first = [_row('a', [0.9] * 3, reference, holm=0.001, rank=1), _row('sinusoidal', reference, None, rank=2),
+           _row('c', [0.1] * 3, reference, holm=0.3, rank=3)]
+  second = [_row('sinusoidal', reference, None, rank=1), _row('a', [0.1] * 3, reference, holm=0.01, rank=2)]
+  numbers = report.rank_figure([(LISTOPS_TABLE, first), (LISTOPS_TABLE | {'title': 'Other'}, second)],
+                               str(tmp_path / 'ranks.png'))
+  assert numbers['columns'] == ['1. Toy ListOps', '2. Other']
+  assert numbers['encodings']['a'] == {'1. Toy ListOps': {'rank': 1, 'of': 3, 'mark': '+'},
+                                       '2. Other': {'rank': 2, 'of': 2, 'mark': '-'}}
+  assert numbers['encodings']['c'] == {'1. Toy ListOps': {'rank': 3, 'of': 3, 'mark': ''}}
+  assert numbers['encodings']['sinusoidal']['2. Other']['mark'] == 'ref'
+  # Rows by mean rank fraction (0 first, 1 last): sinusoidal (0.5 and 0), a (0 and 1), c (1).
+  assert list(numbers['encodings']) == ['sinusoidal', 'a', 'c']
+  with open(tmp_path / 'ranks.json') as f:
+    assert json.load(f) == numbers
+  assert os.path.getsize(tmp_path / 'ranks.png') > 0
+

@@ -7,13 +7,13 @@ from lra_posenc.tasks import TaskSpec
 LENGTH_SET = 'listops [64, 128, 256, 512] 500'
 
 SUMMARY_TABLES = (
-    {'title': 'ListOps at convergence',
+    {'title': 'ListOps at convergence', 'question': 'a bidirectional encoder, within the training lengths',
      'setting': 'test accuracy of the best-validation checkpoint; `configs/listops/lra.py:sweep` trained until '
                 'validation stops improving (patience 8, at most 30000 steps)',
      'sources': ('listops_plateau/runs',),
      'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'test accuracy'),), 'digits': 3,
      'reference': 'sinusoidal', 'baseline': None, 'statistics': None},
-    {'title': 'ListOps beyond the training lengths',
+    {'title': 'ListOps beyond the training lengths', 'question': 'a bidirectional encoder, beyond the training lengths',
      'setting': 'checkpoints of table 1\'s setting (retrained), accuracy on 500 expressions per length bucket '
                 '(training: 11-63 tokens), ranked and tested at 256-511 tokens',
      'sources': ('listops_plateau_by_length/runs',),

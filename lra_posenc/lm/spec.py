@@ -11,6 +11,7 @@ _SHAKESPEARE = (_RECIPE + '; T5\'s last bucket and FIRE\'s threshold follow the 
                 'the other rows trained at 1213296, 9e5d7cd, 1b8be00 or later (model, data and training unchanged '
                 'between them but for rounding: RESULTS.md)')
 LENGTHS = (64, 128, 256, 512, 1024)
+_QUESTION = 'a causal language model, past the training length'
 
 
 def _study_tables(corpus: str, setting: str, source: str) -> tuple[dict, dict]:
@@ -23,7 +24,7 @@ def _study_tables(corpus: str, setting: str, source: str) -> tuple[dict, dict]:
        'metric': 'validation loss at 1024', 'lower_is_better': True,
        'axis': 'validation loss (nats), windows of 1024',
        'columns': tuple((f'validation loss at {length}', str(length)) for length in LENGTHS),
-       'digits': 3, 'reference': 'rope', 'baseline': None, 'statistics': None,
+       'digits': 3, 'reference': 'rope', 'baseline': None, 'statistics': None, 'question': _QUESTION,
        # The verdict says whether the order at 16 times follows the order at the training length.
        'rank_also_at': 'validation loss at 64'},
       {'title': f'{corpus} `:cpu`, extrapolation as a contrast',
@@ -36,7 +37,7 @@ def _study_tables(corpus: str, setting: str, source: str) -> tuple[dict, dict]:
        'axis': 'loss at 1024 minus loss at 64 (nats)',
        'columns': tuple((f'validation extrapolation at {length}', f'+{length // 64}×') for length in LENGTHS[1:])
                   + (('validation far-context gain at 1024', 'far-context gain at 16×'),),
-       'digits': 3, 'reference': 'rope', 'baseline': None, 'statistics': None})
+       'digits': 3, 'reference': 'rope', 'baseline': None, 'statistics': None, 'question': _QUESTION})
 
 
 SUMMARY_TABLES = _study_tables('Tiny Shakespeare', _SHAKESPEARE, 'lm_shakespeare_char_cpu/runs')

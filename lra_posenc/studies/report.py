@@ -11,8 +11,10 @@ and the verdict lines between VERDICTS_START and VERDICTS_END in README.md.
 """
 import argparse
 import collections
+import json
 import os
 import re
+import textwrap
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -22,8 +24,8 @@ import numpy as np
 import scipy.stats
 
 from lra_posenc import run_folders, tasks
-from lra_posenc.studies import length_generalisation, sweep
 from lra_posenc.data.files import read_csv_figures, written_whole
+from lra_posenc.studies import length_generalisation, sweep
 from lra_posenc.training.run_files import RESULTS_FILE, read_json
 
 # One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
@@ -40,6 +42,9 @@ SUMMARY_END = '<!-- summary:end -->'
 # README.md's results bullets: the verdict lines, between these markers (which README.md must have).
 VERDICTS_START = '<!-- verdicts:start -->'
 VERDICTS_END = '<!-- verdicts:end -->'
+WHICH_START = '<!-- which:start -->'  # README.md's "Which encoding should I use?" lines.
+WHICH_END = '<!-- which:end -->'
+RANKS_FILE = 'ranks.png'  # Encodings by table, coloured by rank; its numbers beside it as ranks.json.
 SUMMARY_FILE = 'SUMMARY.md'
 FIGURE_FILE = 'summary.png'
 INDEX_FILE = 'README.md'  # results/README.md: every study folder, where RESULTS.md reads it, and its runs' provenance.
@@ -315,6 +320,90 @@ def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
   return lines
 
 
+def _better(table: dict, delta: float) -> bool:
+  return delta < 0 if table.get('lower_is_better') else delta > 0
+
+
+def established(table: dict, row: dict) -> bool:
+  """Whether the row's difference from the reference is significant at 5% over seeds after Holm's adjustment
+  (Welch's, or the paired bootstrap's where the table has one)."""
+  return row['delta'] is not None and any(significance(p) != 'not established'
+                                          for p in (row['welch_holm_p'], row.get('bootstrap_holm_p')))
+
+
+def which_encoding(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
+  """README's answer, one line per question the tables answer (a table's 'question', in their order): which
+  encodings the tables show better or worse than the reference (significant over seeds after Holm), whether the
+  first one is separated from the second, and what is not established."""
+  questions: dict[str, list[tuple[int, dict, list[dict]]]] = {}
+  for number, (table, rows) in enumerate(tables, 1):
+    questions.setdefault(table['question'], []).append((number, table, rows))
+  lines = []
+  for question, answered in questions.items():
+    better, worse, first, open_ = [], [], [], []
+    for number, table, rows in answered:
+      reference = table['reference']
+      for row in rows:
+        if established(table, row):
+          (better if _better(table, row['delta']) else worse).append(
+              f"{row['encoding']} ({row['delta']:+.{table['digits']}f} against {reference}, table {number})")
+      leader = rows[0]['encoding']
+      separated = len(rows) > 1 and significance(welch(rows[0], rows[1], table['metric'])[0]) != 'not established'
+      first.append(f"{leader} {'leads' if separated else 'ranks first, not separated from ' + rows[1]['encoding']}"
+                   f' (table {number})' if len(rows) > 1 else f'{leader} (table {number}, alone)')
+      untested = sum(1 for row in rows if row['encoding'] != reference and not established(table, row))
+      open_.append(f'{untested} of {len(rows) - 1} differences from {reference} (table {number})')
+    line = f"- **{question[0].upper() + question[1:]}** (tables {', '.join(str(n) for n, _, _ in answered)}): "
+    line += (f"better than the reference: {'; '.join(better)}. " if better
+             else 'no encoding is established better than the reference. ')
+    if worse:
+      line += f"Worse: {'; '.join(worse)}. "
+    line += f"First: {'; '.join(first)}. Not established: {'; '.join(open_)}."
+    lines.append(line)
+  return lines
+
+
+def rank_figure(tables: Sequence[tuple[dict, list[dict]]], path: str) -> dict:
+  """Encodings (rows, by mean rank fraction over the tables that have them) by table (columns), each cell
+  coloured by its rank within the table (1 = best) and marked where its difference from the reference is
+  established (significant over seeds after Holm: '+' better, '-' worse; 'ref': the reference). Writes the figure
+  to `path` and its numbers beside it (.json); returns them."""
+  columns = [f"{number}. {table['title']}".replace('`', '') for number, (table, _) in enumerate(tables, 1)]
+  cells: dict[str, dict[str, dict]] = {}
+  for column, (table, rows) in zip(columns, tables):
+    for row in rows:
+      mark = ('ref' if row['encoding'] == table['reference'] else
+              ('+' if _better(table, row['delta']) else '-') if established(table, row) else '')
+      cells.setdefault(row['encoding'], {})[column] = {'rank': row['rank'], 'of': len(rows), 'mark': mark}
+  fraction = lambda cell: (cell['rank'] - 1) / max(cell['of'] - 1, 1)
+  order = sorted(cells, key=lambda e: (np.mean([fraction(c) for c in cells[e].values()]), -len(cells[e]), e))
+  grid = np.full((len(order), len(columns)), np.nan)
+  figure, axes = plt.subplots(figsize=(2.0 + 1.1 * len(columns), 1.2 + 0.32 * len(order)))
+  for i, encoding in enumerate(order):
+    for j, column in enumerate(columns):
+      if (cell := cells[encoding].get(column)) is not None:
+        grid[i, j] = fraction(cell)
+        axes.text(j, i, f"{cell['rank']}{' ' + cell['mark'] if cell['mark'] else ''}", ha='center', va='center',
+                  fontsize=7, fontweight='bold' if cell['mark'] in ('+', '-') else 'normal')
+  image = axes.imshow(grid, cmap='RdYlGn_r', vmin=0, vmax=1, aspect='auto')
+  axes.set_xticks(range(len(columns)), [textwrap_label(c) for c in columns], fontsize=7, rotation=30, ha='right')
+  axes.set_yticks(range(len(order)), order, fontsize=7)
+  figure.colorbar(image, ax=axes, label='rank within the table (0 first, 1 last)', shrink=0.6)
+  axes.set_title('Rank of each encoding by table; + / -: better / worse than the reference, established '
+                 '(Holm, 5%); ref: the reference', fontsize=8)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110, metadata={'Software': None})
+  plt.close(figure)
+  numbers = {'columns': columns, 'encodings': {encoding: cells[encoding] for encoding in order}}
+  with written_whole(os.path.splitext(path)[0] + '.json') as f:
+    json.dump(numbers, f, indent=1, ensure_ascii=False)
+  return numbers
+
+
+def textwrap_label(text: str, width: int = 28) -> str:
+  return '\n'.join(textwrap.wrap(text, width))
+
+
 def rank_agreement(table: dict, rows: Sequence[dict]) -> str:
   """Whether the table's order by its metric only repeats the order by the column `rank_also_at` (the fit at the
   training length): Spearman's rank correlation of the rows' means over the rows that have both, and its p."""
@@ -441,12 +530,18 @@ def with_block(text: str, block: str) -> str:
 
 
 def with_verdicts(text: str, tables: Sequence[tuple[dict, list[dict]]]) -> str:
-  """`text` (README.md) with the verdict lines between VERDICTS_START and VERDICTS_END."""
-  before, start, rest = text.partition(VERDICTS_START)
-  _, end, after = rest.partition(VERDICTS_END)
+  """`text` (README.md) with the verdict lines between VERDICTS_START and VERDICTS_END, and the answer to "which
+  encoding" (`which_encoding`) between WHICH_START and WHICH_END."""
+  text = _with_lines(text, VERDICTS_START, VERDICTS_END, verdicts(tables))
+  return _with_lines(text, WHICH_START, WHICH_END, which_encoding(tables))
+
+
+def _with_lines(text: str, start_marker: str, end_marker: str, lines: Sequence[str]) -> str:
+  before, start, rest = text.partition(start_marker)
+  _, end, after = rest.partition(end_marker)
   if not start or not end:
-    raise ValueError(f'no {VERDICTS_START} ... {VERDICTS_END} block for the verdicts')
-  return before + VERDICTS_START + '\n' + '\n'.join(verdicts(tables)) + '\n' + VERDICTS_END + after
+    raise ValueError(f'no {start_marker} ... {end_marker} block in the README')
+  return before + start_marker + '\n' + '\n'.join(lines) + '\n' + end_marker + after
 
 
 def study_index(results_dir: str, documents: dict[str, str]) -> str:
@@ -520,6 +615,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   with written_whole(os.path.join(args.results_dir, SUMMARY_FILE)) as f:
     f.write(summary)
   plot(tables, os.path.join(args.results_dir, FIGURE_FILE))
+  rank_figure(tables, os.path.join(args.results_dir, RANKS_FILE))
   with written_whole(os.path.join(args.results_dir, INDEX_FILE)) as f:
     f.write(study_index(args.results_dir, index_documents(args.results_md)))
   if args.update_results_md:

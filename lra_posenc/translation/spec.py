@@ -8,7 +8,8 @@ SWEEP_SCORES = {
     'metric': 'test_2016_flickr bleu', 'axis': 'sacreBLEU, test_2016_flickr',
     'columns': (('test_2016_flickr bleu', 'test_2016_flickr'), ('test_2017_flickr bleu', 'test_2017_flickr'),
                 ('test_2017_mscoco bleu', 'test_2017_mscoco')), 'digits': 2,
-    'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')}
+    'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu'),
+    'question': 'translation (encoder-decoder)'}
 
 SUMMARY_TABLES = (
     {'title': 'Multi30k En→De `:sweep`',
@@ -27,7 +28,8 @@ SUMMARY_TABLES = (
      'columns': (('averaged test_2016_flickr tokenized_bleu', 'test_2016_flickr'),
                  ('averaged test_2017_flickr tokenized_bleu', 'test_2017_flickr'),
                  ('averaged test_2017_mscoco tokenized_bleu', 'test_2017_mscoco')), 'digits': 2,
-     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('averaged', 'test_2016_flickr', 'tokenized_bleu')},
+     'reference': 'sinusoidal', 'baseline': None, 'statistics': ('averaged', 'test_2016_flickr', 'tokenized_bleu'),
+     'question': 'translation (encoder-decoder)'},
     {'title': 'Multi30k Fr→En `:sweep`',
      'setting': 'sacreBLEU of the best-validation checkpoint, ranked and tested on test_2016_flickr; '
                 '`configs/translation/multi30k.py:sweep` with `data.source_lang=fr`, `data.target_lang=en`, 1500 '
