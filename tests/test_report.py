@@ -357,7 +357,7 @@ def test_which_encoding_names_only_what_holm_establishes_and_the_direction_of_ea
           _row('sinusoidal', reference, None, rank=3),
           _row('c', [0.10, 0.11, 0.12], reference, holm=0.01, rank=4)]
   line, = report.which_encoding([(LISTOPS_TABLE, rows)])
-  assert line.startswith('- **A toy question** (tables 1): better than the reference: a (+0.500 against sinusoidal, '
+  assert line.startswith('- **A toy question** (table 1): better than the reference: a (+0.500 against sinusoidal, '
                          'table 1). Worse: c (-0.300 against sinusoidal, table 1).')
   assert 'b (+' not in line and 'First: a ranks first, not separated from b (table 1)' in line
   assert line.endswith('Not established: 1 of 3 differences from sinusoidal (table 1).')

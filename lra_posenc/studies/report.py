@@ -349,11 +349,12 @@ def which_encoding(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
               f"{row['encoding']} ({row['delta']:+.{table['digits']}f} against {reference}, table {number})")
       leader = rows[0]['encoding']
       separated = len(rows) > 1 and significance(welch(rows[0], rows[1], table['metric'])[0]) != 'not established'
-      first.append(f"{leader} {'leads' if separated else 'ranks first, not separated from ' + rows[1]['encoding']}"
-                   f' (table {number})' if len(rows) > 1 else f'{leader} (table {number}, alone)')
+      first.append(f"{leader} {'leads' if separated else 'ranks first, not separated from'} {rows[1]['encoding']} "
+                   f'(table {number})' if len(rows) > 1 else f'{leader} (table {number}, alone)')
       untested = sum(1 for row in rows if row['encoding'] != reference and not established(table, row))
       open_.append(f'{untested} of {len(rows) - 1} differences from {reference} (table {number})')
-    line = f"- **{question[0].upper() + question[1:]}** (tables {', '.join(str(n) for n, _, _ in answered)}): "
+    numbers = [str(number) for number, _, _ in answered]
+    line = f"- **{question[0].upper() + question[1:]}** (table{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}): "
     line += (f"better than the reference: {'; '.join(better)}. " if better
              else 'no encoding is established better than the reference. ')
     if worse:
