@@ -4,55 +4,26 @@ where there is no attention dropout. Times the trainer's train step (`TrainStepT
 prints each side's median ms a step, their ratio (explicit / jax), the first step's loss and the parameters'
 absolute sums after the timed steps (equal up to rounding). From the repository root:
 
-    .venv/bin/python benchmarks/attention_einsum_ab.py configs/lm/shakespeare_char.py:cpu data.text_file=unused \\
+    .venv/bin/python -m benchmarks.attention_einsum_ab configs/lm/shakespeare_char.py:cpu data.text_file=unused \\
         --output=lm_cpu.json
-    .venv/bin/python benchmarks/attention_einsum_ab.py configs/listops/lra.py:cpu --output=listops_cpu.json
-    .venv/bin/python benchmarks/attention_einsum_ab.py side_by_side_wmt --output=wmt_default_d0.json
+    .venv/bin/python -m benchmarks.attention_einsum_ab configs/listops/lra.py:cpu --output=listops_cpu.json
+    .venv/bin/python -m benchmarks.attention_einsum_ab side_by_side_wmt --output=wmt_default_d0.json
 
 `side_by_side_wmt` is scripts/side_by_side_wmt.py's default shape without dropout. Backs PERFORMANCE.md's log entry
 "2026-12-03, attention on XLA from explicit weights, not `jax.nn.dot_product_attention`" (af288e5; the records are
 in results/performance/attention_einsum_2026-12-03/).
 """
-import argparse
-import importlib.util
-import json
-import os
 import statistics
 
 import jax
 import numpy as np
 
-from lra_posenc.config_files import config_of_flags
+from benchmarks import step_ab
 from lra_posenc.models import attention
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
-from lra_posenc.training import run_files
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPLICIT = attention.attend
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('config', help="CONFIG[:ARG], or 'side_by_side_wmt' (scripts/side_by_side_wmt.py's default "
-                      'shape, dropout 0).')
-  parser.add_argument('overrides', nargs='*', metavar='KEY=VALUE', help='Config overrides (as --config.KEY=VALUE).')
-  parser.add_argument('--output', required=True, help='Write the figures to this JSON file.')
-  parser.add_argument('--windows', type=int, default=8, help='Timed windows per side.')
-  parser.add_argument('--steps_per_window', type=int, default=5)
-  return parser.parse_args(argv)
-
-
-def read_config(spec: str, overrides: list[str]):
-  """The config to time: a config file with overrides, or side_by_side_wmt.py's default shape without dropout."""
-  if spec != 'side_by_side_wmt':
-    return config_of_flags([f'--config={spec}', *(f'--config.{item}' for item in overrides)])
-  loader = importlib.util.spec_from_file_location('side_by_side_wmt', os.path.join(ROOT, 'scripts',
-                                                                                     'side_by_side_wmt.py'))
-  module = importlib.util.module_from_spec(loader)
-  loader.loader.exec_module(module)
-  return module.our_config(argparse.Namespace(layers=3, dim=256, heads=4, mlp=1024, batch=32, length=32, vocab=8000,
-                                              dropout=0.0, dtype='float32', encoding='sinusoidal'))
 
 
 def through_jax(query, key, value, *, bias, key_valid, causal=False, implementation='xla', dropout_rate=0.0,
@@ -77,8 +48,8 @@ def build(config, attend) -> benchmark.TrainStepTimer:
 
 
 def main(argv: list[str] | None = None) -> dict:
-  args = parse_args(argv)
-  config = read_config(args.config, args.overrides)
+  args = step_ab.parse_args(__doc__, argv, windows=8)
+  config = step_ab.read_config(args.config, args.overrides)
   timers = benchmark.built_timers({'explicit': lambda: build(config, EXPLICIT),
                                    'jax_dot_product_attention': lambda: build(config, through_jax)},
                                   report=benchmark.print_now)
@@ -90,12 +61,8 @@ def main(argv: list[str] | None = None) -> dict:
   result = {'config': args.config, 'sets': args.overrides,
             'first_step_loss': {name: t.first_step_loss for name, t in timers.items()}, 'ms_per_step': ms,
             'ratio': ms['explicit'] / ms['jax_dot_product_attention'], f'params_abs_sum_after_{steps}_steps': abs_sums,
-            'cpu': run_files.host_cpu(), 'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''),
             'windows_seconds': seconds}
-  print(json.dumps({k: v for k, v in result.items() if k != 'windows_seconds'}, indent=1))
-  with open(args.output, 'w') as f:
-    json.dump(result, f, indent=1)
-  return result
+  return step_ab.write_result(result, args.output)
 
 
 if __name__ == '__main__':

@@ -4,8 +4,8 @@ process, the median of --windows each; both with their default threads. Prints p
 and GFLOP/s and the ratio XLA / PyTorch. Needs PyTorch (`pip install torch`; not a dependency of the package).
 From the repository root, once as is and once without YNNPACK:
 
-    .venv/bin/python benchmarks/matmul_xla_vs_torch.py --output=products_default.json
-    XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= .venv/bin/python benchmarks/matmul_xla_vs_torch.py \\
+    .venv/bin/python -m benchmarks.matmul_xla_vs_torch --output=products_default.json
+    XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= .venv/bin/python -m benchmarks.matmul_xla_vs_torch \\
         --output=products_without_ynnpack.json
 
 Backs PERFORMANCE.md's "Latest: why the 0.90 target against nanoGPT is out of reach with XLA:CPU's products" (the

@@ -4,18 +4,16 @@ prints the copies at the compiled step's entry (XLA:CPU copies every donated lea
 then the median ms a step over interleaved windows of the trainer's step (`TrainStepTimer`) and the ratio
 not donating / donating. From the repository root:
 
-    .venv/bin/python benchmarks/state_donation_ab.py configs/lm/shakespeare_char.py:cpu data.text_file=unused \\
+    .venv/bin/python -m benchmarks.state_donation_ab configs/lm/shakespeare_char.py:cpu data.text_file=unused \\
         --output=lm_cpu_ab.json
-    .venv/bin/python benchmarks/state_donation_ab.py configs/listops/lra.py:cpu --output=listops_cpu_ab.json
-    .venv/bin/python benchmarks/state_donation_ab.py side_by_side_wmt --output=wmt_default_d0_ab.json
+    .venv/bin/python -m benchmarks.state_donation_ab configs/listops/lra.py:cpu --output=listops_cpu_ab.json
+    .venv/bin/python -m benchmarks.state_donation_ab side_by_side_wmt --output=wmt_default_d0_ab.json
 
 `side_by_side_wmt` is scripts/side_by_side_wmt.py's default shape without dropout.
 Backs PERFORMANCE.md's log entry "2026-12-02, the train step donates its state on an accelerator only" (636fc1b)
 and the figures of 108 and 395 copies in `donated_arguments`' docstring (the records are in
 results/performance/donation_2026-12-02/).
 """
-import argparse
-import importlib.util
 import json
 import os
 import re
@@ -23,36 +21,12 @@ import statistics
 
 import jax
 
-from lra_posenc.config_files import config_of_flags
+from benchmarks import step_ab
 from lra_posenc.studies import benchmark
 from lra_posenc.tasks import TASKS
 from lra_posenc.training import run_files, trainer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DONATED = trainer.donated_arguments
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('config', help="CONFIG[:ARG], or 'side_by_side_wmt' (scripts/side_by_side_wmt.py's default "
-                      'shape, dropout 0).')
-  parser.add_argument('overrides', nargs='*', metavar='KEY=VALUE', help='Config overrides (as --config.KEY=VALUE).')
-  parser.add_argument('--output', required=True, help='Write the figures to this JSON file.')
-  parser.add_argument('--windows', type=int, default=10, help='Timed windows per side.')
-  parser.add_argument('--steps_per_window', type=int, default=5)
-  return parser.parse_args(argv)
-
-
-def read_config(spec: str, overrides: list[str]):
-  """The config to time: a config file with overrides, or side_by_side_wmt.py's default shape without dropout."""
-  if spec != 'side_by_side_wmt':
-    return config_of_flags([f'--config={spec}', *(f'--config.{item}' for item in overrides)])
-  loader = importlib.util.spec_from_file_location('side_by_side_wmt', os.path.join(ROOT, 'scripts',
-                                                                                     'side_by_side_wmt.py'))
-  module = importlib.util.module_from_spec(loader)
-  loader.loader.exec_module(module)
-  return module.our_config(argparse.Namespace(layers=3, dim=256, heads=4, mlp=1024, batch=32, length=32, vocab=8000,
-                                              dropout=0.0, dtype='float32', encoding='sinusoidal'))
 
 
 def build(config, donate: bool) -> benchmark.TrainStepTimer:
@@ -74,8 +48,8 @@ def compiled_facts(timer: benchmark.TrainStepTimer) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-  args = parse_args(argv)
-  config = read_config(args.config, args.overrides)
+  args = step_ab.parse_args(__doc__, argv, windows=10)
+  config = step_ab.read_config(args.config, args.overrides)
   timers = benchmark.built_timers({'donating': lambda: build(config, True),
                                    'not_donating': lambda: build(config, False)}, report=benchmark.print_now)
   compiled = {name: compiled_facts(timer) for name, timer in timers.items()}

@@ -5,9 +5,9 @@ many YNNPACK fusions the compiled step holds, by whether a fusion's computation 
 one's median ms a step over interleaved windows of the trainer's step (`TrainStepTimer`) and its ratio to the
 default. From the repository root:
 
-    .venv/bin/python benchmarks/ynn_options_ab.py lm1b --output=ynn_options_lm1b.json
-    .venv/bin/python benchmarks/ynn_options_ab.py nanogpt --output=ynn_options_nanogpt.json
-    .venv/bin/python benchmarks/ynn_options_ab.py configs/listops/lra.py:cpu --output=ynn_options_listops.json
+    .venv/bin/python -m benchmarks.ynn_options_ab lm1b --output=ynn_options_lm1b.json
+    .venv/bin/python -m benchmarks.ynn_options_ab nanogpt --output=ynn_options_nanogpt.json
+    .venv/bin/python -m benchmarks.ynn_options_ab configs/listops/lra.py:cpu --output=ynn_options_listops.json
 
 `lm1b` and `nanogpt`: the language model's `:cpu` recipe in that peer's form, as scripts/side_by_side_lm.py builds
 it (`nanogpt` is the form the trainer runs). Backs PERFORMANCE.md's "The leads left against lm1b, measured after
