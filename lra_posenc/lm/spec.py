@@ -10,6 +10,8 @@ _SHAKESPEARE = (_RECIPE + '; T5\'s last bucket and FIRE\'s threshold follow the 
                 'are scored at drawn positions, from fda4ab6 on (the runs before: superseded_runs, not in the table); '
                 'the other rows trained at 1213296, 9e5d7cd, 1b8be00 or later (model, data and training unchanged '
                 'between them but for rounding: RESULTS.md)')
+_WAR_AND_PEACE = (_RECIPE.replace('validation split', 'validation split of War and Peace (319,622 characters)')
+                  + '; `--set=data.text_file=.../warpeace/input.txt`, every run at fda4ab6')
 LENGTHS = (64, 128, 256, 512, 1024)
 _QUESTION = 'a causal language model, past the training length'
 
@@ -40,7 +42,8 @@ def _study_tables(corpus: str, setting: str, source: str) -> tuple[dict, dict]:
        'digits': 3, 'reference': 'rope', 'baseline': None, 'statistics': None, 'question': _QUESTION})
 
 
-SUMMARY_TABLES = _study_tables('Tiny Shakespeare', _SHAKESPEARE, 'lm_shakespeare_char_cpu/runs')
+SUMMARY_TABLES = (_study_tables('Tiny Shakespeare', _SHAKESPEARE, 'lm_shakespeare_char_cpu/runs')
+                  + _study_tables('War and Peace', _WAR_AND_PEACE, 'lm_warpeace_char_cpu/runs'))
 
 SPEC = TaskSpec(settings.TASK, 'lra_posenc.lm.train', train.create_task, train.benchmark_workload,
                 settings.read_settings, settings.transformer_of,
