@@ -348,9 +348,9 @@ def which_encoding(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
           (better if _better(table, row['delta']) else worse).append(
               f"{row['encoding']} ({row['delta']:+.{table['digits']}f} against {reference}, table {number})")
       leader = rows[0]['encoding']
-      separated = len(rows) > 1 and significance(welch(rows[0], rows[1], table['metric'])[0]) != 'not established'
-      first.append(f"{leader} {'leads' if separated else 'ranks first, not separated from'} {rows[1]['encoding']} "
-                   f'(table {number})' if len(rows) > 1 else f'{leader} (table {number}, alone)')
+      verb = 'leads' if leads(table, rows) else 'ranks first, not separated from'
+      first.append(f"{leader} {verb} {rows[1]['encoding']} (table {number})" if len(rows) > 1
+                   else f'{leader} (table {number}, alone)')
       untested = sum(1 for row in rows if row['encoding'] != reference and not established(table, row))
       open_.append(f'{untested} of {len(rows) - 1} differences from {reference} (table {number})')
     numbers = [str(number) for number, _, _ in answered]
@@ -444,6 +444,11 @@ def caveats(rows: Sequence[dict]) -> list[str]:
   return notes
 
 
+def leads(table: dict, rows: Sequence[dict]) -> bool:
+  """Whether the first row is separated from the second: their Welch p over seeds below 5% (one test per table)."""
+  return len(rows) > 1 and significance(welch(rows[0], rows[1], table['metric'])[0]) != 'not established'
+
+
 def _first(table: dict, rows: Sequence[dict]) -> str:
   """'X leads Y by D (Welch p = P)' where the first row's margin over the second is significant over seeds (one
   test per table), else 'X ranks first, not separated from Y (...)'."""
@@ -454,7 +459,7 @@ def _first(table: dict, rows: Sequence[dict]) -> str:
   margin = abs(rows[0]['stats'][table['metric']]['mean'] - runner_up['stats'][table['metric']]['mean'])
   p, missing = welch(rows[0], runner_up, table['metric'])
   test = f"Welch p = {p_cell(p)}" if p is not None else f'no Welch test: {missing}'
-  if significance(p) != 'not established':
+  if leads(table, rows):
     return f"{leader} leads {runner_up['encoding']} by {margin:.{table['digits']}f} ({test})"
   return f"{leader} ranks first, not separated from {runner_up['encoding']} ({margin:.{table['digits']}f}; {test})"
 
