@@ -5,6 +5,7 @@ only place that names the task, and this registry finds every such folder. Tasks
 machinery (training, models), never the other way; this registry sits above both, for the studies
 (`lra_posenc.studies`) and the scripts.
 """
+import argparse
 import dataclasses
 import importlib
 import importlib.util
@@ -44,22 +45,26 @@ class PairedTest:
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-  """One task, as sweeps, length studies and benchmarks use it.
+  """One task, as the studies (sweeps, length studies, benchmarks, the summary) use it: what the task is. Which
+  studies exist, and their tables, are declared beside their results (`lra_posenc.studies.study_files`).
+
+  A task needs the first eight fields; the rest are what some studies ask of it, None (or empty) where it has
+  none, and a study that needs one it lacks says so.
 
   Attributes:
-    name: `config.task` of its configs, and the key of `TASKS`.
+    name: `config.task` of its configs, and the key of `TASKS` (a task outside the package: its module's name).
     module: its training program (`python -m MODULE --config=... --workdir=...`).
     create_task: (config, workdir) -> the trainer's Task, data read (or generated).
-    benchmark_workload: config -> the model on synthetic batches of the config's shapes.
     read_settings: config -> its typed settings, every section checked and no data read (raises ValueError
       naming the bad key).
-    transformer_of: config (a trained run's, say) -> its Transformer stack, checked, at the positions it serves.
     test_metrics: the scores in results.json's test_sets[split] that sweeps tabulate, the headline first.
     validation_metric: the trainer's selection metric, as metrics.jsonl records it.
     validation_label: what that metric is, for axes and titles.
     default_target: a validation score whose first crossing sweeps report.
     test_score_label: what a length study's score is, for axes ('test accuracy'), and `test_score_title` for
       titles; `test_score_digits` its decimals in tables.
+    benchmark_workload: config -> the model on synthetic batches of the config's shapes (the benchmarks).
+    transformer_of: config (a trained run's, say) -> its Transformer stack, checked, at the positions it serves.
     scores_by_length: a run's best checkpoint scored per length bucket, or None; tasks that draw new test sets
       (`draws_length_sets`) draw `num_samples` per bucket into `data_dir`.
     scores_by_depth: per nesting depth of the run's test split, for tasks whose inputs nest (ListOps); or None.
@@ -68,9 +73,8 @@ class TaskSpec:
     recorded_choices: the checkpoints and the scores `scores_by_recorded_length` takes, as two tuples.
     recorded_columns: a run's results.json -> further figures for its row in sweep and summary tables (the
       language model's loss per scored window length), or None.
-    summary_tables: the tables of this task's studies in the results summary (`lra_posenc.studies.report`'s form,
-      without 'task'), in the order they appear.
-    paired_test: the paired test of the summary tables' `statistics` (checkpoint, split, score), or None.
+    paired_test: the paired test over test examples that a study table's `statistics` (checkpoint, split, score)
+      names, or None.
     attention_maps: (workdir, an input as text, path) -> draws the run's attention weights for the input into
       path and returns what it drew (ListOps: an expression, its label and the prediction); or None.
     generated_data: (config, folder) -> the command (after the Python executable) that writes the data `config`
@@ -82,27 +86,32 @@ class TaskSpec:
   name: str
   module: str
   create_task: Callable[[ml_collections.ConfigDict, str], Task]
-  benchmark_workload: Callable[[ml_collections.ConfigDict], Workload]
   read_settings: Callable[[ml_collections.ConfigDict], object]
-  transformer_of: Callable[[ml_collections.ConfigDict], TransformerConfig]
   test_metrics: tuple[str, ...]
   validation_metric: str
   validation_label: str
   default_target: float
-  test_score_label: str
-  test_score_title: str
-  test_score_digits: int
+  test_score_label: str = 'test score'
+  test_score_title: str = 'test score'
+  test_score_digits: int = 3
+  benchmark_workload: Callable[[ml_collections.ConfigDict], Workload] | None = None
+  transformer_of: Callable[[ml_collections.ConfigDict], TransformerConfig] | None = None
   scores_by_length: LengthScores | None = None
   draws_length_sets: bool = False
   scores_by_depth: Callable[[str], dict[str, dict]] | None = None
   scores_by_recorded_length: RecordedLengthScores | None = None
   recorded_choices: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
   recorded_columns: Callable[[dict], dict[str, float | None]] | None = None
-  summary_tables: tuple[dict, ...] = ()
   paired_test: PairedTest | None = None
   attention_maps: Callable[[str, str, str], dict] | None = None
   generated_data: Callable[[ml_collections.ConfigDict, str], list[str]] | None = None
   config_history: Mapping[str, ConfigHistory] = dataclasses.field(default_factory=dict)
+
+  def needs(self, hook: str, what: str) -> Callable:
+    """The hook `hook` (a field), or ValueError saying that this task has none for `what`."""
+    if getattr(self, hook) is None:
+      raise ValueError(f'task {self.name!r} has no {hook} (TaskSpec.{hook}), which {what} needs')
+    return getattr(self, hook)
 
 
 def _discover() -> dict[str, TaskSpec]:
@@ -118,6 +127,34 @@ def _discover() -> dict[str, TaskSpec]:
 
 
 TASKS: dict[str, TaskSpec] = _discover()
+
+
+def find(name: str) -> TaskSpec:
+  """The task `name` names: a task folder's (a key of `TASKS`), or one defined outside the package, by the name
+  of a module on the Python path whose `SPEC` is named as the module (so that a run's `config.task` finds it
+  again, and `python -m` and a study's subprocesses import it from that path). Raises ValueError naming the
+  task folders' tasks."""
+  if name in TASKS:
+    return TASKS[name]
+  try:
+    spec = getattr(importlib.import_module(name), 'SPEC', None)
+  except ImportError as error:
+    raise ValueError(f'task {name!r} is not a task folder\'s ({", ".join(TASKS)}) nor an importable module '
+                     f'({error})') from None
+  if not isinstance(spec, TaskSpec):
+    raise ValueError(f'module {name!r} has no SPEC (a lra_posenc.tasks.TaskSpec)')
+  if spec.name != name:
+    raise ValueError(f'module {name!r}: SPEC.name is {spec.name!r}; a task outside the package is named by its '
+                     'module')
+  return spec
+
+
+def argument(name: str) -> TaskSpec:
+  """`find` as an argparse `type`: a --task whose error is the message."""
+  try:
+    return find(name)
+  except ValueError as error:
+    raise argparse.ArgumentTypeError(str(error)) from None
 # Every task's ConfigHistory, by name: `checkpointing.read_config` and `restore_best` of a run of any task.
 CONFIG_HISTORIES: dict[str, ConfigHistory] = {name: history for spec in TASKS.values()
                                               for name, history in spec.config_history.items()}

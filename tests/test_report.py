@@ -1,5 +1,6 @@
 """The results summary: the committed one is what the committed run files give, and its figures are right on a
 small results tree whose numbers are known."""
+import dataclasses
 import json
 import os
 import re
@@ -10,6 +11,8 @@ import pytest
 import scipy.stats
 
 from lra_posenc.studies import report
+from lra_posenc.studies import study_files
+from lra_posenc.studies.study_files import SummaryTable
 from lra_posenc.config_files import load_config
 from lra_posenc.data.files import DataError
 from lra_posenc.translation import bleu
@@ -99,10 +102,25 @@ def write_run(run_dir, *, test_sets, reason='patience', length_scores=None, conf
 ACCURACIES = {'sinusoidal': [0.40, 0.42, 0.47], 'rope': [0.50, 0.53, 0.51], 'alibi': [0.45]}
 REASONS = {'sinusoidal': ['patience', 'num_train_steps', 'patience'], 'rope': ['patience'] * 3,
            'alibi': ['num_train_steps']}
-LISTOPS_TABLE = {'title': 'Toy ListOps', 'task': 'listops', 'setting': 'toy setting', 'sources': ('toy/runs',),
-                 'metric': 'test accuracy', 'axis': 'test accuracy', 'columns': (('test accuracy', 'accuracy'),),
-                 'digits': 3, 'reference': 'sinusoidal', 'baseline': None, 'statistics': None,
-                 'question': 'a toy question'}
+LISTOPS_TABLE = SummaryTable(task='listops', position=1, title='Toy ListOps', question='a toy question',
+                             setting='toy setting', sources=('toy/runs',), metric='test accuracy',
+                             axis='test accuracy', columns=(('test accuracy', 'accuracy'),), digits=3,
+                             reference='sinusoidal')
+# The same table as its study file declares it.
+LISTOPS_STUDY = '''task = "listops"
+
+[[tables]]
+position = 1
+title = "Toy ListOps"
+question = "a toy question"
+setting = "toy setting"
+sources = ["toy/runs"]
+metric = "test accuracy"
+axis = "test accuracy"
+columns = [["test accuracy", "accuracy"]]
+digits = 3
+reference = "sinusoidal"
+'''
 
 
 @pytest.fixture
@@ -135,12 +153,12 @@ def test_rows_give_mean_std_rank_ending_and_welch_against_the_reference(listops_
 
 
 def test_a_lower_is_better_table_ranks_ascending_and_says_so(listops_tree):
-  table = LISTOPS_TABLE | {'lower_is_better': True}
+  table = dataclasses.replace(LISTOPS_TABLE, lower_is_better=True)
   rows = report.table_rows(table, listops_tree)[0]
   assert [row['encoding'] for row in rows] == ['sinusoidal', 'alibi', 'rope']  # Means 0.430, 0.450, 0.513.
   assert [row['rank'] for row in rows] == [1, 2, 3]
   assert report.markdown_table(1, table, rows, '')[0].endswith('; lower is better ([toy/runs](toy/runs))')
-  assert report.verdicts([(table, rows)])[0].startswith('- **Toy ListOps** (table 1, lower is better): sinusoidal')
+  assert report.verdicts([(table, rows, {})])[0].startswith('- **Toy ListOps** (table 1, lower is better): sinusoidal')
 
 
 def test_a_missing_welch_p_says_whether_a_side_has_one_seed_or_no_spread():
@@ -164,7 +182,7 @@ def test_table_and_verdicts_state_the_figures(listops_tree):
                       f'{welch:.3f} ({welch:.3f}) |')
   assert table[4] == f"| alibi | 1 | 0.450 | 2 | 1 budget | {0.45 - np.mean(ACCURACIES['sinusoidal']):+.3f} | n/a |"
   assert table[5].startswith('| sinusoidal | 3 |') and table[5].endswith('| 3 | 2 patience, 1 budget | reference | - |')
-  verdict, = report.verdicts([(LISTOPS_TABLE, report.table_rows(LISTOPS_TABLE, listops_tree)[0])])[:1]
+  verdict, = report.verdicts(report.summary_tables(listops_tree, [LISTOPS_TABLE]))[:1]
   # The runner-up, alibi, has one seed: no test separates them.
   assert f'rope ranks first, not separated from alibi ({rope_mean - 0.45:.3f}; no Welch test: one seed)' in verdict
   assert f'{rope_mean:.3f} ± {rope_std:.3f} (n=3), +{delta:.3f} against sinusoidal' in verdict
@@ -201,31 +219,31 @@ def test_length_scores_and_runs_csv_are_read(tmp_path):
       write_run(str(tmp_path / 'lengths' / encoding / f'seed_{seed}'), test_sets={'test': {'accuracy': 0.5}},
                 length_scores={length_set: {'64-127': {'score': score, 'majority': 0.25, 'examples': 10}}})
   write_run(str(tmp_path / 'lengths' / 'alibi' / 'seed_0'), test_sets={'test': {'accuracy': 0.5}})  # Not scored.
-  table = LISTOPS_TABLE | {'sources': ('lengths',), 'metric': f'{length_set} 64-127',
-                           'columns': ((f'{length_set} 64-127', '64-127'),),
-                           'baseline': (f'{length_set} 64-127 majority', 'majority class')}
+  table = dataclasses.replace(LISTOPS_TABLE, sources=('lengths',), metric=f'{length_set} 64-127',
+                              columns=((f'{length_set} 64-127', '64-127'),),
+                              baseline=(f'{length_set} 64-127 majority', 'majority class'))
   rows, unscored = report.table_rows(table, str(tmp_path))
   assert [(row['encoding'], row['n']) for row in rows] == [('sinusoidal', 2), ('rope', 2)]
   assert rows[1]['stats'][f'{length_set} 64-127']['mean'] == pytest.approx(0.11)
   assert unscored == {'alibi': [0]}
-  heading = report.markdown_table(2, table | {'unscored': unscored}, rows, '')[0]
+  heading = report.markdown_table(2, table, rows, '', unscored)[0]
   assert 'majority class 0.250' in heading and 'no score, so not in the table: alibi seed 0' in heading
 
   os.makedirs(tmp_path / 'csv_study')
   with open(tmp_path / 'csv_study' / 'runs.csv', 'w') as f:
     f.write('variant,seed,test accuracy,best step\nsinusoidal,0,0.4,100\nsinusoidal,1,0.5,100\nnone,0,0.2,100\n')
-  rows, unscored = report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+  rows, unscored = report.table_rows(dataclasses.replace(LISTOPS_TABLE, sources=('csv_study/runs.csv',)), str(tmp_path))
   assert unscored == {} and [(row['encoding'], row['n'], row['ended']) for row in rows] == [
       ('sinusoidal', 2, '2 not recorded'), ('none', 1, '1 not recorded')]
   assert rows[0]['stats']['test accuracy']['mean'] == pytest.approx(0.45)
   with open(tmp_path / 'csv_study' / 'runs.csv', 'a') as f:
     f.write('rope,0,0.4x,100\n')
   with pytest.raises(DataError, match=r"csv_study/runs.csv:5: column 'test accuracy': '0.4x' is not a number"):
-    report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+    report.table_rows(dataclasses.replace(LISTOPS_TABLE, sources=('csv_study/runs.csv',)), str(tmp_path))
   with open(tmp_path / 'csv_study' / 'runs.csv', 'w') as f:
     f.write('variant,seed,test accuracy,best step\nsinusoidal,0,0.4\n')
   with pytest.raises(DataError, match=r'csv_study/runs.csv:2: 3 columns where the header has 4'):
-    report.table_rows(LISTOPS_TABLE | {'sources': ('csv_study/runs.csv',)}, str(tmp_path))
+    report.table_rows(dataclasses.replace(LISTOPS_TABLE, sources=('csv_study/runs.csv',)), str(tmp_path))
 
 
 def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
@@ -243,9 +261,10 @@ def test_bootstrap_pools_the_seeds_that_recorded_sentence_statistics(tmp_path):
               reason='num_train_steps', config=config)
     if hypotheses:
       bleu.record_statistics(run_dir, 'best', 'test_2016_flickr', hypotheses, references, data)
-  table = {'title': 'Toy Multi30k', 'task': 'translation', 'setting': 'toy', 'sources': ('toy',),
-           'metric': 'test_2016_flickr bleu', 'axis': 'BLEU', 'columns': (('test_2016_flickr bleu', 'BLEU'),),
-           'digits': 2, 'reference': 'sinusoidal', 'baseline': None, 'statistics': ('best', 'test_2016_flickr', 'bleu')}
+  table = SummaryTable(task='translation', position=1, title='Toy Multi30k', question='toy', setting='toy',
+                       sources=('toy',), metric='test_2016_flickr bleu', axis='BLEU',
+                       columns=(('test_2016_flickr bleu', 'BLEU'),), digits=2, reference='sinusoidal',
+                       statistics=('best', 'test_2016_flickr', 'bleu'))
   rows = {row['encoding']: row for row in report.table_rows(table, str(tmp_path))[0]}
   assert rows['rope']['bootstrap_p'] == 1.0 and rows['rope']['bootstrap_seeds'] == [0]  # The same translations.
   assert rows['none']['bootstrap_p'] == pytest.approx(1 / 1001) and rows['none']['bootstrap_seeds'] == [0, 1]
@@ -277,8 +296,9 @@ def test_results_md_block_is_inserted_once_then_replaced():
   assert report.with_block(at_the_end, 'new\n') == at_the_end.replace('old', 'new') + '\n'
 
 
-def test_main_writes_the_summary_figure_and_results_md(listops_tree, monkeypatch):
-  monkeypatch.setattr(report, 'TABLES', (LISTOPS_TABLE,))
+def test_main_writes_the_summary_figure_and_results_md(listops_tree):
+  with open(os.path.join(listops_tree, 'toy', 'study.toml'), 'w') as f:
+    f.write(LISTOPS_STUDY)
   results_md = os.path.join(os.path.dirname(listops_tree), 'RESULTS.md')
   with open(results_md, 'w') as f:
     f.write('# Results\n\nIntro.\n')
@@ -328,7 +348,8 @@ def test_a_p_value_below_5_percent_never_prints_as_0_050(p, cell):
 
 
 def test_the_rank_agreement_says_when_the_order_repeats_the_fit_at_the_training_length():
-  table = {'metric': 'loss at 1024', 'rank_also_at': 'loss at 64', 'columns': (('loss at 64', '64'),)}
+  table = dataclasses.replace(LISTOPS_TABLE, metric='loss at 1024', rank_also_at='loss at 64',
+                              columns=(('loss at 64', '64'),))
   row = lambda long, short: {'stats': {'loss at 1024': {'mean': long}, 'loss at 64': {'mean': short}}}
   same = [row(1.0, 2.0), row(2.0, 2.5), row(3.0, 2.6), row(4.0, 3.0), row(5.0, 3.1), row(6.0, 3.2)]
   assert report.rank_agreement(table, same) == (
@@ -356,14 +377,14 @@ def test_which_encoding_names_only_what_holm_establishes_and_the_direction_of_ea
           _row('b', [0.89, 0.93, 0.90], reference, holm=0.20, rank=2),  # Not established after Holm.
           _row('sinusoidal', reference, None, rank=3),
           _row('c', [0.10, 0.11, 0.12], reference, holm=0.01, rank=4)]
-  line, = report.which_encoding([(LISTOPS_TABLE, rows)])
+  line, = report.which_encoding([(LISTOPS_TABLE, rows, {})])
   assert line.startswith('- **A toy question** (table 1): better than the reference: a (+0.500 against sinusoidal, '
                          'table 1). Worse: c (-0.300 against sinusoidal, table 1).')
   assert 'b (+' not in line and 'First: a ranks first, not separated from b (table 1)' in line
   assert line.endswith('Not established: 1 of 3 differences from sinusoidal (table 1).')
   # Lower is better: a negative difference is the better one; two tables of one question share a line.
-  lower = LISTOPS_TABLE | {'lower_is_better': True, 'title': 'Toy loss'}
-  both = report.which_encoding([(LISTOPS_TABLE, rows), (lower, rows)])
+  lower = dataclasses.replace(LISTOPS_TABLE, lower_is_better=True, title='Toy loss')
+  both = report.which_encoding([(LISTOPS_TABLE, rows, {}), (lower, rows, {})])
   assert len(both) == 1 and '(tables 1, 2)' in both[0] and 'c (-0.300 against sinusoidal, table 2)' in both[0]
   assert both[0].index('c (-0.300 against sinusoidal, table 2)') < both[0].index('Worse')
 
@@ -373,8 +394,8 @@ def test_the_rank_figure_numbers_are_the_tables_ranks_and_marks(tmp_path):
   first = [_row('a', [0.9] * 3, reference, holm=0.001, rank=1), _row('sinusoidal', reference, None, rank=2),
            _row('c', [0.1] * 3, reference, holm=0.3, rank=3)]
   second = [_row('sinusoidal', reference, None, rank=1), _row('a', [0.1] * 3, reference, holm=0.01, rank=2)]
-  numbers = report.rank_figure([(LISTOPS_TABLE, first), (LISTOPS_TABLE | {'title': 'Other'}, second)],
-                               str(tmp_path / 'ranks.png'))
+  other = dataclasses.replace(LISTOPS_TABLE, title='Other')
+  numbers = report.rank_figure([(LISTOPS_TABLE, first, {}), (other, second, {})], str(tmp_path / 'ranks.png'))
   assert numbers['columns'] == ['1. Toy ListOps', '2. Other']
   assert numbers['encodings']['a'] == {'1. Toy ListOps': {'rank': 1, 'of': 3, 'mark': '+'},
                                        '2. Other': {'rank': 2, 'of': 2, 'mark': '-'}}
@@ -386,3 +407,55 @@ def test_the_rank_figure_numbers_are_the_tables_ranks_and_marks(tmp_path):
     assert json.load(f) == numbers
   assert os.path.getsize(tmp_path / 'ranks.png') > 0
 
+
+
+def test_a_study_file_reads_as_the_table_it_declares_and_positions_order_the_studies(listops_tree):
+  os.makedirs(os.path.join(listops_tree, 'second', 'runs'))
+  for folder, text in (('toy', LISTOPS_STUDY.replace('position = 1', 'position = 2')),
+                       ('second', LISTOPS_STUDY.replace('toy/runs', 'second/runs').replace('Toy', 'Second'))):
+    with open(os.path.join(listops_tree, folder, study_files.STUDY_FILE), 'w') as f:
+      f.write(text)
+  first, second = study_files.read_tables(listops_tree)
+  assert second == dataclasses.replace(LISTOPS_TABLE, position=2)
+  assert first == dataclasses.replace(LISTOPS_TABLE, title='Second ListOps', sources=('second/runs',))
+
+
+@pytest.mark.parametrize('edit, message', [
+    (('metric = ', 'metirc = '), r"table 1: unknown key 'metirc'; valid: position, title, .*, rank_also_at"),
+    (('task = "listops"', 'task = "sorting"'), r"task 'sorting' is not a task folder's \(listops, lm, translation\) "
+                                               r'nor an importable module'),
+    (('task = "listops"', 'task = 7'), r"task = 7 should be a task's name \(listops, lm, translation\)"),
+    (('digits = 3', 'digits = "3"'), r"table 1: digits = '3' should be an integer >= 0"),
+    (('columns = [["test accuracy", "accuracy"]]', 'columns = [["test accuracy"]]'),
+     r'table 1: columns = .* should be a non-empty array of \[column, header\] pairs'),
+    (('reference = "sinusoidal"\n', 'statistics = ["best", "test"]\n'), r'table 1: reference is missing'),
+    (('reference = "sinusoidal"', 'reference = "sinusoidal"\nstatistics = ["best", "test"]'),
+     r"table 1: statistics = \['best', 'test'\] should be an array of 3 strings"),
+    (('"toy/runs"', '"toy/run"'), r"table 1: source 'toy/run' is not under "),
+    (('title = "Toy ListOps"', 'title = "Toy'), r': .*line 5'),
+])
+def test_a_bad_study_file_is_one_error_naming_the_file_the_table_and_the_key(listops_tree, edit, message):
+  path = os.path.join(listops_tree, 'toy', study_files.STUDY_FILE)
+  with open(path, 'w') as f:
+    f.write(LISTOPS_STUDY.replace(*edit))
+  with pytest.raises(study_files.StudyFileError, match=re.escape(path) + '.*' + message):
+    study_files.read_tables(listops_tree)
+
+
+def test_two_tables_at_one_position_are_refused(listops_tree):
+  with open(os.path.join(listops_tree, 'toy', study_files.STUDY_FILE), 'w') as f:
+    f.write(LISTOPS_STUDY + LISTOPS_STUDY.split('\n\n', 1)[1].replace('Toy', 'Twin'))
+  with pytest.raises(study_files.StudyFileError, match="position 1 is also 'Toy ListOps'"):
+    study_files.read_tables(listops_tree)
+
+
+def test_the_study_files_command_lists_the_tables_or_fails_in_one_line(listops_tree, tmp_path, capsys):
+  with open(os.path.join(listops_tree, 'toy', study_files.STUDY_FILE), 'w') as f:
+    f.write(LISTOPS_STUDY)
+  study_files.main([f'--results_dir={listops_tree}'])
+  assert capsys.readouterr().out == '1. Toy ListOps (listops; toy/runs; test accuracy, reference sinusoidal)\n'
+  os.makedirs(tmp_path / 'empty' / 'study')
+  with pytest.raises(SystemExit) as exited:
+    study_files.main([f'--results_dir={tmp_path / "empty"}'])
+  assert exited.value.code == 2
+  assert capsys.readouterr().err == f'error: {tmp_path / "empty"}: no study.toml in any of its folders\n'

@@ -34,9 +34,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from lra_posenc import encodings  # noqa: E402
+from lra_posenc import encodings, tasks  # noqa: E402
 from lra_posenc.data.files import written_whole  # noqa: E402
-from lra_posenc.tasks import CONFIG_HISTORIES, TASKS  # noqa: E402
+from lra_posenc.tasks import CONFIG_HISTORIES  # noqa: E402
 from lra_posenc.training.checkpointing import restore_best
 from lra_posenc.validation import comma_separated  # noqa: E402
 
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   if args.workdir:
     config, params, _ = restore_best(args.workdir, CONFIG_HISTORIES)
     # The trained shape, [CLS] and all.
-    model = TASKS[config.task].transformer_of(config)
+    model = tasks.find(config.task).needs('transformer_of', 'drawing its encodings')(config)
     names, options = [model.pos_encoding], model.pos_encoding_options
     dim, num_heads, head_dim, length = model.emb_dim, model.num_heads, model.head_dim, model.max_len
     trained = params['encoder'].get('pos_encoding', params.get('pos_encoding'))
@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       summary[name] = {'representation': 'none'}
       print(f'{name}: gives positions nothing to plot')
   if args.expression:
-    draw = TASKS[config.task].attention_maps
+    draw = tasks.find(config.task).attention_maps
     if draw is None:
       parser.error(f'--expression: a {config.task} run has no attention maps to draw for an input')
     summary['attention'] = draw(args.workdir, args.expression,

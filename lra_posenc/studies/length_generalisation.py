@@ -52,11 +52,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lra_posenc import encodings
+from lra_posenc import encodings, tasks
 from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.plots import comparison_figure, save_line_plot
 from lra_posenc.run_folders import mean_and_std, mean_std_cell, seed_of_run, spec_of_directory
-from lra_posenc.tasks import TASKS, TaskSpec
+from lra_posenc.tasks import TaskSpec
 from lra_posenc.training.run_files import RESULTS_FILE, read_json, read_json_if_present, write_json
 from lra_posenc.validation import comma_separated
 
@@ -94,7 +94,7 @@ def length_set_key(task: str, by: str, bounds: Sequence[int], num_samples: int,
     return f'{task} depth'
   if recorded:
     return f'{task} {list(bounds)} source words {":".join(recorded)}'
-  return f'{task} {list(bounds)}' + (f' {num_samples}' if TASKS[task].draws_length_sets else '')
+  return f'{task} {list(bounds)}' + (f' {num_samples}' if tasks.find(task).draws_length_sets else '')
 
 
 def length_scores(workdir: str) -> dict[str, dict]:
@@ -350,7 +350,8 @@ def merge_reports(paths: Sequence[str], variants: Sequence[str] | None, report_d
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', choices=sorted(TASKS), help='Required unless --merge.')
+  parser.add_argument('--task', type=tasks.argument, help=f'{", ".join(tasks.TASKS)}, or the module of a task '
+                      'outside the package. Required unless --merge.')
   parser.add_argument('--sweep_dir', help='An --output_dir of lra_posenc.studies.sweep (required unless --merge).')
   parser.add_argument('--by', choices=sorted(BREAKDOWNS), default='length',
                       help='Buckets of input length (beyond training), or (ListOps) nesting depths of the test split.')
@@ -386,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error('--task and --sweep_dir are required (unless --merge)')
   xlabel, _, folder, plot_file = BREAKDOWNS[args.by]
   output_dir = args.report_dir or os.path.join(args.sweep_dir, folder)
-  task = TASKS[args.task]
+  task = args.task
   score_label, title = task.test_score_label, plot_title(task, args.by, args.sweep_dir)
   if args.data_dir and not args.recorded:
     parser.error('--data_dir: only --recorded reads test text from it')
@@ -402,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     draw(saved['variants'], saved['buckets'], saved['majority_class'])
     return
   if args.by == 'depth' and task.scores_by_depth is None:
-    parser.error(f'--by=depth: the inputs of --task={args.task} have no nesting depth')
+    parser.error(f'--by=depth: the inputs of --task={task.name} have no nesting depth')
   if args.by == 'length' and not args.bounds:
     parser.error('--bounds is required (unless --replot or --by=depth)')
   if args.num_samples < 1:
@@ -414,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   if args.by == 'length' and (len(bounds) < 2 or bounds != sorted(set(bounds))):
     parser.error(f'--bounds={args.bounds}: need at least two increasing positive edges')
   drawn_sets_dir = os.path.join(args.sweep_dir, 'length_generalisation', 'data')  # Shared by the runs.
-  key = length_set_key(args.task, args.by, bounds, args.num_samples, recorded if args.recorded else ())
+  key = length_set_key(task.name, args.by, bounds, args.num_samples, recorded if args.recorded else ())
   rows, baseline = [], {}
   for variant, workdir in finished_runs(args.sweep_dir):
     if args.recorded:
@@ -451,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def parse_recorded(parser: argparse.ArgumentParser, args: argparse.Namespace, task: TaskSpec) -> tuple[str, str]:
   """--recorded's (checkpoint, BLEU), checked with the flags it needs."""
   if task.scores_by_recorded_length is None:
-    parser.error(f'--recorded: --task={args.task} records no sentence statistics')
+    parser.error(f'--recorded: --task={task.name} records no sentence statistics')
   checkpoint, _, name = args.recorded.partition(':')
   checkpoints, scores = task.recorded_choices
   if checkpoint not in checkpoints or name not in scores:

@@ -17,7 +17,7 @@ import re
 import textwrap
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -26,16 +26,16 @@ import scipy.stats
 from lra_posenc import run_folders, tasks
 from lra_posenc.data.files import read_csv_figures, written_whole
 from lra_posenc.studies import length_generalisation, sweep
+from lra_posenc.studies.study_files import STUDY_FILE, SummaryTable, read_tables
 from lra_posenc.training.run_files import RESULTS_FILE, read_json
 
-# One table per task and setting, each task's from its folder (`TaskSpec.summary_tables`), in the tasks' order.
-# sources: paths under results/, each a folder of VARIANT/seed_S run folders or a runs.csv (a study whose run
-# folders were not committed); metric: the column ranked and tested, of the rows `sweep.run_row` writes
-# (length scores as 'SET BUCKET'), a run without it left out and named in the heading; lower_is_better: whether
-# the metric ranks ascending (a loss; absent: higher is better); axis: its label in the figure; columns: (column,
-# header) shown as mean ± std; baseline: (column, label) whose mean the heading quotes; statistics: (checkpoint,
-# split, BLEU) of bleu_statistics.json for the paired bootstrap, or None for a task without sentence statistics.
-TABLES = tuple(table | {'task': name} for name, spec in tasks.TASKS.items() for table in spec.summary_tables)
+
+class ScoredTable(NamedTuple):
+  """A table as the summary shows it: its declaration, its rows (`table_rows`), and the finished runs left out for
+  want of a score in its metric, as encoding -> seeds."""
+  table: SummaryTable
+  rows: list[dict]
+  unscored: dict[str, list[int]]
 
 SUMMARY_START = '<!-- summary:start -->'
 SUMMARY_END = '<!-- summary:end -->'
@@ -85,19 +85,19 @@ def read_source(results_dir: str, source: str, task: tasks.TaskSpec) -> list[dic
   return runs
 
 
-def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, list[int]]]:
+def table_rows(table: SummaryTable, results_dir: str) -> tuple[list[dict], dict[str, list[int]]]:
   """One row per encoding, best first: encoding, n, stats (column -> mean_and_std with values), rank,
   ended, delta and welch_p against the reference (None where not defined); with sentence statistics,
   recorded_seeds (the seeds that recorded them), bootstrap_p and bootstrap_seeds. Second, the finished runs
   left out for want of a score in the table's metric, as encoding -> seeds, for the table to name them."""
-  task = tasks.TASKS[table['task']]
-  if table['statistics'] and task.paired_test is None:
-    raise ValueError(f"{table['title']}: statistics {table['statistics']} name a paired test, which task "
-                     f"{table['task']!r} does not have (TaskSpec.paired_test)")
+  task = tasks.find(table.task)
+  if table.statistics and task.paired_test is None:
+    raise ValueError(f"{table.title}: statistics {table.statistics} name a paired test, which task "
+                     f"{table.task!r} does not have (TaskSpec.paired_test)")
   runs, unscored = [], {}
-  for source in table['sources']:
+  for source in table.sources:
     for run in read_source(results_dir, source, task):
-      if run.get(table['metric']) is None:
+      if run.get(table.metric) is None:
         unscored.setdefault(run['variant'], []).append(run['seed'])
       else:
         runs.append(run | {'source': source})
@@ -105,26 +105,26 @@ def table_rows(table: dict, results_dir: str) -> tuple[list[dict], dict[str, lis
   for variant in variants:
     sources = sorted({run['source'] for run in runs if run['variant'] == variant.spec})
     if len(sources) > 1:
-      raise ValueError(f"{table['title']}: {variant.spec} has runs in more than one source: {sources}")
+      raise ValueError(f"{table.title}: {variant.spec} has runs in more than one source: {sources}")
   figures = [{key: value for key, value in run.items() if key not in RUN_RECORD} for run in runs]
   rows, pooled = [], {}
   for summary in sweep.variant_summaries(figures, variants):
     own = [run for run in runs if run['variant'] == summary['variant']]
     rows.append({'encoding': summary['variant'], 'n': len(own), 'runs': own,
                  'stats': summary['columns'], 'ended': ended_cell([run['ended'] for run in own])})
-    if table['statistics']:
+    if table.statistics:
       recorded = [(run['run_dir'], run['seed']) for run in own if run['run_dir'] is not None]
-      pooled[summary['variant']] = task.paired_test.pool(recorded, *table['statistics'])
+      pooled[summary['variant']] = task.paired_test.pool(recorded, *table.statistics)
       rows[-1]['recorded_seeds'] = pooled[summary['variant']].seeds if pooled[summary['variant']] else []
-  if table['reference'] not in [row['encoding'] for row in rows]:
-    raise ValueError(f"{table['title']}: no runs of the reference encoding {table['reference']}")
-  better = 1 if table.get('lower_is_better') else -1
-  rows.sort(key=lambda row: (better * row['stats'][table['metric']]['mean'], row['encoding']))
-  reference = next(row for row in rows if row['encoding'] == table['reference'])
+  if table.reference not in [row['encoding'] for row in rows]:
+    raise ValueError(f"{table.title}: no runs of the reference encoding {table.reference}")
+  better = 1 if table.lower_is_better else -1
+  rows.sort(key=lambda row: (better * row['stats'][table.metric]['mean'], row['encoding']))
+  reference = next(row for row in rows if row['encoding'] == table.reference)
   for rank, row in enumerate(rows, 1):
     row['rank'] = rank
     row |= _against_reference(table, row, reference)
-    if table['statistics']:
+    if table.statistics:
       row |= _bootstrap(task, row, pooled[row['encoding']], pooled[reference['encoding']])
   for test in ('welch', 'bootstrap'):  # Each test's family: the table's comparisons against its reference.
     for row, adjusted in zip(rows, holm([row.get(f'{test}_p') for row in rows])):
@@ -153,12 +153,12 @@ def ended_cell(reasons: Sequence[str]) -> str:
   return ', '.join(f'{count} {reason}' for reason, count in counts.items())
 
 
-def _against_reference(table: dict, row: dict, reference: dict) -> dict:
+def _against_reference(table: SummaryTable, row: dict, reference: dict) -> dict:
   """The row's difference of means from the reference and the Welch p over seeds, or, where there is none, why
   (`welch_missing`: one seed on a side, or no spread over seeds on either); all None for the reference itself."""
   if row is reference:
     return {'delta': None, 'welch_p': None, 'welch_missing': None}
-  metric = table['metric']
+  metric = table.metric
   welch_p, missing = welch(row, reference, metric)
   return {'delta': row['stats'][metric]['mean'] - reference['stats'][metric]['mean'], 'welch_p': welch_p,
           'welch_missing': missing}
@@ -186,13 +186,10 @@ def _bootstrap(task: tasks.TaskSpec, row: dict, pooled: Any, reference: Any) -> 
           'bootstrap_seeds': pooled.seeds}
 
 
-def summary_tables(results_dir: str, tables: Sequence[dict] = TABLES) -> list[tuple[dict, list[dict]]]:
-  """Every table definition, with the runs it left out unscored under 'unscored', and its rows."""
-  with_rows = []
-  for table in tables:
-    rows, unscored = table_rows(table, results_dir)
-    with_rows.append((table | {'unscored': unscored}, rows))
-  return with_rows
+def summary_tables(results_dir: str, tables: Sequence[SummaryTable] | None = None) -> list[ScoredTable]:
+  """Each table with its rows: `tables`, or by default every study file's under `results_dir`."""
+  return [ScoredTable(table, *table_rows(table, results_dir))
+          for table in (read_tables(results_dir) if tables is None else tables)]
 
 
 def p_cell(p: float | None) -> str:
@@ -211,36 +208,37 @@ def significance(p: float | None) -> str:
   return 'significant at 5%' if p is not None and p < SIGNIFICANCE else 'not established'
 
 
-def markdown_table(number: int, table: dict, rows: Sequence[dict], link_prefix: str) -> list[str]:
+def markdown_table(number: int, table: SummaryTable, rows: Sequence[dict], link_prefix: str,
+                   unscored: dict[str, list[int]] | None = None) -> list[str]:
   """A heading naming the setting, metric and sources, then one row per encoding (no blank line between:
   the block must fit one screen). The bootstrap column appears where some run recorded sentence statistics; the
-  heading names the runs table_rows left out unscored, given as table['unscored']."""
-  digits, reference = table['digits'], table['reference']
-  heading = f"#### {number}. {table['title']}: {table['setting']}"
-  if table.get('lower_is_better'):
+  heading names the runs table_rows left out `unscored`."""
+  digits, reference = table.digits, table.reference
+  heading = f"#### {number}. {table.title}: {table.setting}"
+  if table.lower_is_better:
     heading += '; lower is better'
-  if table['baseline']:
-    column, label = table['baseline']
+  if table.baseline:
+    column, label = table.baseline
     heading += f"; {label} {rows[0]['stats'][column]['mean']:.{digits}f}"
   bootstrap = any(row.get('bootstrap_p') is not None for row in rows)
   if bootstrap:
-    checkpoint, split, name = table['statistics']
+    checkpoint, split, name = table.statistics
     reference_seeds = next(row['recorded_seeds'] for row in rows if row['encoding'] == reference)
     heading += f"; bootstrap on {split} {name}, {reference}'s seeds {_seed_list(reference_seeds)}"
-  elif table['statistics']:
-    heading += f"; no run recorded {tasks.TASKS[table['task']].paired_test.records}, so no bootstrap"
-  if table.get('unscored'):
+  elif table.statistics:
+    heading += f"; no run recorded {tasks.find(table.task).paired_test.records}, so no bootstrap"
+  if unscored:
     heading += '; no score, so not in the table: ' + ', '.join(
         f"{encoding} seed{'s' if len(seeds) > 1 else ''} {_seed_list(seeds)}"
-        for encoding, seeds in table['unscored'].items())
-  heading += ' (' + ', '.join(f'[{source}]({link_prefix}{source})' for source in table['sources']) + ')'
-  headers = (['encoding', 'n'] + [label for _, label in table['columns']]
+        for encoding, seeds in unscored.items())
+  heading += ' (' + ', '.join(f'[{source}]({link_prefix}{source})' for source in table.sources) + ')'
+  headers = (['encoding', 'n'] + [label for _, label in table.columns]
              + ['rank', 'ended', f'Δ vs {reference}', 'Welch p (Holm)']
              + (['bootstrap p (Holm; seeds)'] if bootstrap else []))
   lines = [heading, '| ' + ' | '.join(headers) + ' |', '| --- ' * len(headers) + '|']
   for row in rows:
     cells = [row['encoding'], str(row['n'])]
-    cells += [run_folders.mean_std_cell(row['stats'][column], digits) for column, _ in table['columns']]
+    cells += [run_folders.mean_std_cell(row['stats'][column], digits) for column, _ in table.columns]
     cells += [str(row['rank']), row['ended'],
               'reference' if row['delta'] is None else f"{row['delta']:+.{digits}f}",
               '-' if row['delta'] is None else _p_and_holm(row['welch_p'], row['welch_holm_p'])]
@@ -262,14 +260,14 @@ def _seed_list(seeds: Sequence[int]) -> str:
   return ', '.join(str(seed) for seed in seeds)
 
 
-def _versus(table: dict, row: dict) -> str:
+def _versus(table: SummaryTable, row: dict) -> str:
   """A row's mean and its difference from the reference with the tests' p-values, Holm-adjusted within the table,
   and what the adjusted values establish."""
-  digits = table['digits']
-  text = f"{run_folders.mean_std_cell(row['stats'][table['metric']], digits)} (n={row['n']})"
+  digits = table.digits
+  text = f"{run_folders.mean_std_cell(row['stats'][table.metric], digits)} (n={row['n']})"
   if row['delta'] is None:
     return text + ', the reference itself'
-  text += f", {row['delta']:+.{digits}f} against {table['reference']}, Welch p = {p_cell(row['welch_p'])}"
+  text += f", {row['delta']:+.{digits}f} against {table.reference}, Welch p = {p_cell(row['welch_p'])}"
   if row['welch_p'] is None:
     text += f" ({row['welch_missing']})"
   else:
@@ -281,72 +279,72 @@ def _versus(table: dict, row: dict) -> str:
   return text + (f": significant at 5% ({' and '.join(established)})" if established else ': not established')
 
 
-def verdicts(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
+def verdicts(tables: Sequence[ScoredTable]) -> list[str]:
   """One line per table (its first row, whether it is separated from the second, the first over several seeds if
   that is another, and which other differences from the reference are significant over seeds after Holm's
   adjustment), and one with the ranks of the encodings every table has; each names the table it rests on."""
   lines = []
-  for number, (table, rows) in enumerate(tables, 1):
-    reference, leader = table['reference'], rows[0]
-    direction = ', lower is better' if table.get('lower_is_better') else ''
-    line = (f"- **{table['title']}** (table {number}{direction}): {_first(table, rows)}, "
+  for number, (table, rows, _) in enumerate(tables, 1):
+    reference, leader = table.reference, rows[0]
+    direction = ', lower is better' if table.lower_is_better else ''
+    line = (f"- **{table.title}** (table {number}{direction}): {_first(table, rows)}, "
             f"{_versus(table, leader)}.")
     seeded = next((row for row in rows if row['n'] > 1), None)
     if leader['n'] < 2 and seeded:
       line += f" With more than one seed, {seeded['encoding']} is first, {_versus(table, seeded)}."
     named = {leader['encoding'], seeded['encoding'] if seeded else None}
-    significant = [f"{row['encoding']} {row['delta']:+.{table['digits']}f} (p = {p_cell(row['welch_p'])}, "
+    significant = [f"{row['encoding']} {row['delta']:+.{table.digits}f} (p = {p_cell(row['welch_p'])}, "
                    f"Holm {p_cell(row['welch_holm_p'])})"
                    for row in rows if row['encoding'] not in named and row['delta'] is not None
                    and significance(row['welch_holm_p']) != 'not established']
     line += (f" Also significant at 5% over seeds after Holm: {', '.join(significant)}." if significant
              else f' No other difference from {reference} is significant at 5% over seeds after Holm.')
-    if table.get('rank_also_at'):
+    if table.rank_also_at:
       line += ' ' + rank_agreement(table, rows)
     if notes := caveats(rows):
       line += f" Caveats: {'; '.join(notes)}."
     lines.append(line)
   common = [row['encoding'] for row in tables[0][1]
-            if all(any(other['encoding'] == row['encoding'] for other in rows) for _, rows in tables)]
-  ranked = {encoding: [next(row for row in rows if row['encoding'] == encoding) for _, rows in tables]
+            if all(any(other['encoding'] == row['encoding'] for other in rows) for _, rows, _ in tables)]
+  ranked = {encoding: [next(row for row in rows if row['encoding'] == encoding) for _, rows, _ in tables]
             for encoding in common}
   if common:
     ordered = sorted(common, key=lambda encoding: (sum(row['rank'] for row in ranked[encoding]), encoding))
     ranks = {encoding: ', '.join(f"{row['rank']}{'*' if row['n'] < 2 else ''}" for row in ranked[encoding])
              for encoding in ordered}
     lines.append(f"- **In all {len(tables)} tables** (rank in tables 1-{len(tables)}, of "
-                 f"{', '.join(str(len(rows)) for _, rows in tables)} encodings; * one seed): "
+                 f"{', '.join(str(len(rows)) for _, rows, _ in tables)} encodings; * one seed): "
                  + '; '.join(f'{encoding} {ranks[encoding]}' for encoding in ordered) + '.')
   return lines
 
 
-def _better(table: dict, delta: float) -> bool:
-  return delta < 0 if table.get('lower_is_better') else delta > 0
+def _better(table: SummaryTable, delta: float) -> bool:
+  return delta < 0 if table.lower_is_better else delta > 0
 
 
-def established(table: dict, row: dict) -> bool:
+def established(table: SummaryTable, row: dict) -> bool:
   """Whether the row's difference from the reference is significant at 5% over seeds after Holm's adjustment
   (Welch's, or the paired bootstrap's where the table has one)."""
   return row['delta'] is not None and any(significance(p) != 'not established'
                                           for p in (row['welch_holm_p'], row.get('bootstrap_holm_p')))
 
 
-def which_encoding(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
+def which_encoding(tables: Sequence[ScoredTable]) -> list[str]:
   """README's answer, one line per question the tables answer (a table's 'question', in their order): which
   encodings the tables show better or worse than the reference (significant over seeds after Holm), whether the
   first one is separated from the second, and what is not established."""
   questions: dict[str, list[tuple[int, dict, list[dict]]]] = {}
-  for number, (table, rows) in enumerate(tables, 1):
-    questions.setdefault(table['question'], []).append((number, table, rows))
+  for number, (table, rows, _) in enumerate(tables, 1):
+    questions.setdefault(table.question, []).append((number, table, rows))
   lines = []
   for question, answered in questions.items():
     better, worse, first, open_ = [], [], [], []
     for number, table, rows in answered:
-      reference = table['reference']
+      reference = table.reference
       for row in rows:
         if established(table, row):
           (better if _better(table, row['delta']) else worse).append(
-              f"{row['encoding']} ({row['delta']:+.{table['digits']}f} against {reference}, table {number})")
+              f"{row['encoding']} ({row['delta']:+.{table.digits}f} against {reference}, table {number})")
       leader = rows[0]['encoding']
       verb = 'leads' if leads(table, rows) else 'ranks first, not separated from'
       first.append(f"{leader} {verb} {rows[1]['encoding']} (table {number})" if len(rows) > 1
@@ -364,16 +362,16 @@ def which_encoding(tables: Sequence[tuple[dict, list[dict]]]) -> list[str]:
   return lines
 
 
-def rank_figure(tables: Sequence[tuple[dict, list[dict]]], path: str) -> dict:
+def rank_figure(tables: Sequence[ScoredTable], path: str) -> dict:
   """Encodings (rows, by mean rank fraction over the tables that have them) by table (columns), each cell
   coloured by its rank within the table (1 = best) and marked where its difference from the reference is
   established (significant over seeds after Holm: '+' better, '-' worse; 'ref': the reference). Writes the figure
   to `path` and its numbers beside it (.json); returns them."""
-  columns = [f"{number}. {table['title']}".replace('`', '') for number, (table, _) in enumerate(tables, 1)]
+  columns = [f"{number}. {table.title}".replace('`', '') for number, (table, _, _) in enumerate(tables, 1)]
   cells: dict[str, dict[str, dict]] = {}
-  for column, (table, rows) in zip(columns, tables):
+  for column, (table, rows, _) in zip(columns, tables):
     for row in rows:
-      mark = ('ref' if row['encoding'] == table['reference'] else
+      mark = ('ref' if row['encoding'] == table.reference else
               ('+' if _better(table, row['delta']) else '-') if established(table, row) else '')
       cells.setdefault(row['encoding'], {})[column] = {'rank': row['rank'], 'of': len(rows), 'mark': mark}
   fraction = lambda cell: (cell['rank'] - 1) / max(cell['of'] - 1, 1)
@@ -405,13 +403,13 @@ def textwrap_label(text: str, width: int = 28) -> str:
   return '\n'.join(textwrap.wrap(text, width))
 
 
-def rank_agreement(table: dict, rows: Sequence[dict]) -> str:
+def rank_agreement(table: SummaryTable, rows: Sequence[dict]) -> str:
   """Whether the table's order by its metric only repeats the order by the column `rank_also_at` (the fit at the
   training length): Spearman's rank correlation of the rows' means over the rows that have both, and its p."""
-  column = table['rank_also_at']
-  pairs = [(row['stats'][table['metric']]['mean'], row['stats'][column]['mean']) for row in rows
+  column = table.rank_also_at
+  pairs = [(row['stats'][table.metric]['mean'], row['stats'][column]['mean']) for row in rows
            if row['stats'].get(column, {}).get('mean') is not None]
-  label = next((header for key, header in table['columns'] if key == column), column)
+  label = next((header for key, header in table.columns if key == column), column)
   if len(pairs) < 3:
     return f'Fewer than 3 rows have {label}: no rank correlation.'
   rho, p = scipy.stats.spearmanr(*zip(*pairs))
@@ -444,27 +442,27 @@ def caveats(rows: Sequence[dict]) -> list[str]:
   return notes
 
 
-def leads(table: dict, rows: Sequence[dict]) -> bool:
+def leads(table: SummaryTable, rows: Sequence[dict]) -> bool:
   """Whether the first row is separated from the second: their Welch p over seeds below 5% (one test per table)."""
-  return len(rows) > 1 and significance(welch(rows[0], rows[1], table['metric'])[0]) != 'not established'
+  return len(rows) > 1 and significance(welch(rows[0], rows[1], table.metric)[0]) != 'not established'
 
 
-def _first(table: dict, rows: Sequence[dict]) -> str:
+def _first(table: SummaryTable, rows: Sequence[dict]) -> str:
   """'X leads Y by D (Welch p = P)' where the first row's margin over the second is significant over seeds (one
   test per table), else 'X ranks first, not separated from Y (...)'."""
   leader = rows[0]['encoding']
   if len(rows) < 2:
     return f'{leader} ranks first, alone'
   runner_up = rows[1]
-  margin = abs(rows[0]['stats'][table['metric']]['mean'] - runner_up['stats'][table['metric']]['mean'])
-  p, missing = welch(rows[0], runner_up, table['metric'])
+  margin = abs(rows[0]['stats'][table.metric]['mean'] - runner_up['stats'][table.metric]['mean'])
+  p, missing = welch(rows[0], runner_up, table.metric)
   test = f"Welch p = {p_cell(p)}" if p is not None else f'no Welch test: {missing}'
   if leads(table, rows):
-    return f"{leader} leads {runner_up['encoding']} by {margin:.{table['digits']}f} ({test})"
-  return f"{leader} ranks first, not separated from {runner_up['encoding']} ({margin:.{table['digits']}f}; {test})"
+    return f"{leader} leads {runner_up['encoding']} by {margin:.{table.digits}f} ({test})"
+  return f"{leader} ranks first, not separated from {runner_up['encoding']} ({margin:.{table.digits}f}; {test})"
 
 
-def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str) -> str:
+def summary_markdown(tables: Sequence[ScoredTable], link_prefix: str) -> str:
   """The summary block: what it is, the verdicts, the figure's link, then the tables. Links are relative to
   the file it goes into, `link_prefix` being the path from there to results/."""
   lines = ['## Summary', '',
@@ -481,28 +479,28 @@ def summary_markdown(tables: Sequence[tuple[dict, list[dict]]], link_prefix: str
            f'why it ended (read from a runs.csv, or a results.json without training_ended). Figure: '
            f'[{FIGURE_FILE}]({link_prefix}{FIGURE_FILE}).', '']
   lines += verdicts(tables) + ['']
-  for number, (table, rows) in enumerate(tables, 1):
-    lines += markdown_table(number, table, rows, link_prefix) + ['']
+  for number, (table, rows, unscored) in enumerate(tables, 1):
+    lines += markdown_table(number, table, rows, link_prefix, unscored) + ['']
   return '\n'.join(lines[:-1]) + '\n'
 
 
-def plot(tables: Sequence[tuple[dict, list[dict]]], path: str) -> None:
+def plot(tables: Sequence[ScoredTable], path: str) -> None:
   """One panel per table: each encoding's mean with its std as error bars, best first, the reference's mean
   dashed."""
   columns = 2
   figure, axes = plt.subplots((len(tables) + columns - 1) // columns, columns, figsize=(12, 4.5 * (
       (len(tables) + columns - 1) // columns)), squeeze=False)
-  for panel, (number, (table, rows)) in zip(axes.flat, enumerate(tables, 1)):
-    stats = [row['stats'][table['metric']] for row in rows]
+  for panel, (number, (table, rows, _)) in zip(axes.flat, enumerate(tables, 1)):
+    stats = [row['stats'][table.metric] for row in rows]
     positions = np.arange(len(rows))
     panel.errorbar(positions, [s['mean'] for s in stats], yerr=[s['std'] or 0.0 for s in stats], fmt='o',
                    capsize=4)
-    reference = next(s['mean'] for row, s in zip(rows, stats) if row['encoding'] == table['reference'])
-    panel.axhline(reference, color='grey', linestyle='--', linewidth=1, label=f"{table['reference']} (reference)")
+    reference = next(s['mean'] for row, s in zip(rows, stats) if row['encoding'] == table.reference)
+    panel.axhline(reference, color='grey', linestyle='--', linewidth=1, label=f"{table.reference} (reference)")
     panel.set_xticks(positions, [f"{row['encoding']} (n={row['n']})" for row in rows], rotation=35, ha='right',
                      fontsize='small')
-    axis = table['axis'] + (' (lower is better)' if table.get('lower_is_better') else '')
-    panel.set(title=f"{number}. {table['title']}".replace('`', ''), ylabel=axis)
+    axis = table.axis + (' (lower is better)' if table.lower_is_better else '')
+    panel.set(title=f"{number}. {table.title}".replace('`', ''), ylabel=axis)
     panel.grid(alpha=0.3)
     panel.legend(fontsize='small')
   for panel in list(axes.flat)[len(tables):]:
@@ -535,7 +533,7 @@ def with_block(text: str, block: str) -> str:
   return ''.join(lines[:index]) + '\n' + wrapped + ''.join(lines[index:])
 
 
-def with_verdicts(text: str, tables: Sequence[tuple[dict, list[dict]]]) -> str:
+def with_verdicts(text: str, tables: Sequence[ScoredTable]) -> str:
   """`text` (README.md) with the verdict lines between VERDICTS_START and VERDICTS_END, and the answer to "which
   encoding" (`which_encoding`) between WHICH_START and WHICH_END."""
   text = _with_lines(text, VERDICTS_START, VERDICTS_END, verdicts(tables))
@@ -562,6 +560,7 @@ def study_index(results_dir: str, documents: dict[str, str]) -> str:
            'Generated by `python -m lra_posenc.studies.report`; do not edit by hand. One folder per study; what each '
            'shows, and the command that made it, are in the section named beside it. A study holds its runs as '
            '`runs/VARIANT/seed_S/` (each run\'s results.json, metrics.jsonl and config.json), its tables and plots, '
+           f'its `{STUDY_FILE}` where the summary shows it (the task and the tables it declares), '
            'and, where more than one sweep command trained it, each command\'s own tables in `sweeps/NAME/` (NAME '
            'being the command\'s `--output_dir`). Runs, commits, hosts and dates are read from the `provenance` of '
            'every `results.json` under the folder (studies that committed only their tables have none).', '',
@@ -616,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       help='Replace (or insert) the summary block of --results_md, and replace the verdicts block '
                            'of --readme.')
   args = parser.parse_args(argv)
-  tables = summary_tables(args.results_dir, TABLES)
+  tables = summary_tables(args.results_dir)
   summary = summary_markdown(tables, '')
   with written_whole(os.path.join(args.results_dir, SUMMARY_FILE)) as f:
     f.write(summary)

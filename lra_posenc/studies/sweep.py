@@ -46,12 +46,12 @@ import ml_collections
 import numpy as np
 from absl import flags
 
-from lra_posenc import encodings
+from lra_posenc import encodings, tasks
 from lra_posenc.config_files import config_of_flags
 from lra_posenc.data.files import written_whole
 from lra_posenc.plots import comparison_figure, save_line_plot
 from lra_posenc.run_folders import Variant, mean_and_std, mean_std_cell, parse_override, parse_variant
-from lra_posenc.tasks import TASKS, TaskSpec
+from lra_posenc.tasks import TaskSpec
 from lra_posenc.training import run_files
 from lra_posenc.training.cli import user_error_message
 from lra_posenc.training.run_files import (CONFIG_FILE, RESULTS_FILE, TRAIN_LOG, read_history, read_json_if_present,
@@ -98,7 +98,7 @@ def config_error(task_name: str, config: str, variant_specs: Sequence[str],
                  settings: Sequence[tuple[str, str]]) -> str | None:
   """What `check_run_configs` reports, as training would (None: every run's config is valid): the shared
   config and settings first, then each variant's overrides."""
-  task = TASKS[task_name]
+  task = tasks.find(task_name)
   for label, overrides in [('', list(settings))] + [
       (f'variant {spec!r}: ', list(settings) + list(parse_variant(spec).overrides)) for spec in variant_specs]:
     try:
@@ -429,7 +429,8 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', required=True, choices=sorted(TASKS))
+  parser.add_argument('--task', required=True, type=tasks.argument,
+                      help=f'{", ".join(tasks.TASKS)}, or the module of a task outside the package.')
   parser.add_argument('--config', required=True, help='Config file and variant, e.g. configs/listops/lra.py:sweep.')
   parser.add_argument('--output_dir', required=True)
   parser.add_argument('--variants', default=','.join(encodings.REGISTRY),
@@ -450,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       args.settings.append(parse_override(arg.removeprefix('--config.')))
     except ValueError:
       parser.error(f'{arg} is not --config.KEY=VALUE')
-  task = TASKS[args.task]
+  task = args.task
   try:
     variants = [parse_variant(spec) for spec in args.variants.split(',')]
     seeds = comma_separated('--seeds', args.seeds, int)
@@ -466,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.error(f'--jobs={args.jobs}: at least 1')
   if not args.tabulate_only:
     try:
-      check_run_configs(args.task, args.config, variants, args.settings)
+      check_run_configs(task.name, args.config, variants, args.settings)
       check_finished_runs_match(args.config, args.output_dir, variants, seeds, args.settings)
     except ValueError as error:
       parser.error(str(error))

@@ -77,12 +77,13 @@ def markdown(table: Sequence[dict]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', required=True, choices=sorted(tasks.TASKS))
+  parser.add_argument('--task', required=True, type=tasks.argument,
+                      help=f'{", ".join(tasks.TASKS)}, or the module of a task outside the package.')
   parser.add_argument('--trained_at_l', required=True, help='The study trained at L: VARIANT/seed_S run folders.')
   parser.add_argument('--trained_at_kl', required=True, help='The runs trained at kL: VARIANT/seed_S run folders.')
   parser.add_argument('--output', default='', help='Where to write the Markdown table (else standard output).')
   args = parser.parse_args(argv)
-  text = markdown(rows(tasks.TASKS[args.task], args.trained_at_l, args.trained_at_kl))
+  text = markdown(rows(args.task, args.trained_at_l, args.trained_at_kl))
   if args.output:
     with written_whole(args.output) as f:
       f.write(text)
