@@ -1,5 +1,6 @@
 """Config files read as a trainer's flags read them: `load_config` a file as `--config=PATH:ARG` reads it, for
-tools that take one without the flag; `config_of_flags` a trainer's whole `--config` flags, overrides included."""
+tools that take one without the flag; `config_of_flags` a trainer's whole `--config` flags, overrides included;
+`config_argument` the ARG every config file takes."""
 import importlib.util
 import os
 import re
@@ -8,6 +9,40 @@ from collections.abc import Sequence
 import ml_collections
 from absl import flags as absl_flags
 from ml_collections import config_flags
+
+from lra_posenc import encodings
+
+ENCODING_MODULE = 'encoding_module='
+
+
+def _split_argument(arg: str | None) -> tuple[str | None, list[str]]:
+  """A config file's ARG as its variant (None: the file's default) and the encoding modules it names."""
+  parts = [] if arg is None else arg.split(',')
+  rest = [part for part in parts if not part.startswith(ENCODING_MODULE)]
+  return ','.join(rest) if rest else None, [part.removeprefix(ENCODING_MODULE) for part in parts
+                                            if part.startswith(ENCODING_MODULE)]
+
+
+def config_argument(arg: str | None, variants: Sequence[str | None]) -> tuple[str | None, str]:
+  """A config file's ARG, `VARIANT[,encoding_module=PATH]` (or `encoding_module=PATH` for the file's default
+  variant), as its `get_config` reads it: the variant, one of `variants`, and the path of an encoding module
+  ('' for none), whose encoding is registered here (`encodings.load_module`) so that the config's
+  `model.pos_encoding_options` has its section, which `--config.` overrides can then set. Raises ValueError."""
+  variant, modules = _split_argument(arg)
+  if variant not in variants:
+    raise ValueError(f'config argument {variant!r} is not one of {list(variants)}'
+                     + (f' (with ,{ENCODING_MODULE}PATH)' if modules else ''))
+  if len(modules) > 1 or modules and not modules[0]:
+    raise ValueError(f'config argument {arg!r}: at most one {ENCODING_MODULE}PATH, with a path')
+  return variant, encoding_module_of(f':{arg}') if modules else ''
+
+
+def encoding_module_of(config: str) -> str:
+  """The encoding module a `--config` value (PATH[:ARG]) names, loaded (its encoding registered); '' for none."""
+  _, modules = _split_argument(config.partition(':')[2] or None)
+  if modules:
+    encodings.load_module(modules[0])
+  return modules[0] if modules else ''
 
 
 def load_config(path: str, arg: str | None = None) -> ml_collections.ConfigDict:

@@ -24,15 +24,15 @@ import math
 
 import ml_collections
 
-from lra_posenc import encodings
+from lra_posenc import config_files, encodings
 
 
 VARIANTS = (None, 'cpu', 'sweep', 'chebyshev_study', 'fused')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  if arg not in VARIANTS:
-    raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
+  # VARIANT, or VARIANT,encoding_module=PATH: an encoding outside the package, loaded (its options' section below).
+  arg, encoding_module = config_files.config_argument(arg, VARIANTS)
   cpu = arg in ('cpu', 'sweep', 'chebyshev_study')
   config = ml_collections.ConfigDict()
   config.task = 'listops'  # Which program trains it; config.json records it.
@@ -70,6 +70,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # length generalisation: L at least the longest test input. lra_posenc/models/classifier.py.
   config.model.randomized_positions = 0
   config.model.pos_encoding_options = encodings.options_config()
+  if encoding_module:
+    config.model.pos_encoding_module = encoding_module
   config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
   # 'auto': cuDNN's fused attention on NVIDIA GPUs wherever it can serve a call (bfloat16, no attention
   # dropout, ...), XLA elsewhere; the path and why is logged and in results.json. Or 'xla', or 'cudnn'.

@@ -21,14 +21,14 @@ Select the encoding with --config.model.pos_encoding=NAME.
 """
 import ml_collections
 
-from lra_posenc import encodings
+from lra_posenc import config_files, encodings
 
 VARIANTS = (None, 'cpu')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  if arg not in VARIANTS:
-    raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
+  # VARIANT, or VARIANT,encoding_module=PATH: an encoding outside the package, loaded (its options' section below).
+  arg, encoding_module = config_files.config_argument(arg, VARIANTS)
   config = ml_collections.ConfigDict()
   config.task = 'lm'  # Which program trains it; config.json records it.
   config.seed = 0
@@ -59,6 +59,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.init_std = 0.02
   config.model.pos_encoding = 'learned'
   config.model.pos_encoding_options = encodings.options_config()
+  if encoding_module:
+    config.model.pos_encoding_module = encoding_module
   # L > 0: randomized positions (Ruoss et al. 2023), sorted draws from [0, L) in training; L at least the
   # longest window scored.
   config.model.randomized_positions = 0

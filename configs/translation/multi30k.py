@@ -50,7 +50,7 @@ languages. A TFDS dataset: --config.data.tfds_name=ted_hrlr_translate/pt_to_en
 """
 import ml_collections
 
-from lra_posenc import encodings
+from lra_posenc import config_files, encodings
 
 MULTI30K_TEST_SPLITS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 
@@ -59,8 +59,8 @@ VARIANTS = (None, 'cpu', 'sweep', 'tiny')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  if arg not in VARIANTS:
-    raise ValueError(f'config argument {arg!r} is not one of {list(VARIANTS)}')
+  # VARIANT, or VARIANT,encoding_module=PATH: an encoding outside the package, loaded (its options' section below).
+  arg, encoding_module = config_files.config_argument(arg, VARIANTS)
   config = ml_collections.ConfigDict()
   config.task = 'translation'  # Which program trains it; config.json records it.
   config.seed = 0
@@ -98,6 +98,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model.embedding_scaling = 'none'  # Or 'sqrt_dim' (Vaswani et al., fairseq): lra_posenc/models/seq2seq.py.
   config.model.pos_encoding = 'sinusoidal'
   config.model.pos_encoding_options = encodings.options_config()
+  if encoding_module:
+    config.model.pos_encoding_module = encoding_module
   config.model.dtype = 'float32'  # Or 'bfloat16': matrix products in bfloat16, parameters in float32.
   # 'auto': cuDNN's fused attention on NVIDIA GPUs wherever it can serve a call (bfloat16, no attention
   # dropout, ...), XLA elsewhere; the path and why is logged and in results.json. Or 'xla', or 'cudnn'.

@@ -3,10 +3,14 @@
 Adding an encoding is one file in this folder: a subclass of `base.PositionalEncoding` (with an
 `options` field holding a frozen dataclass if it has options) under `@base.register('name')`.
 Every module here is imported, so it registers itself; the registry lists 'none', then the rest by name.
+Trying one needs no fork: such a file anywhere is loaded by `load_module`, which a config names as
+`--config=CONFIG_FILE:VARIANT,encoding_module=PATH` (`config_files.config_argument`).
 """
 import dataclasses
 import functools
 import importlib
+import importlib.util
+import os
 import pkgutil
 from collections.abc import Mapping
 
@@ -23,11 +27,41 @@ for _name in sorted(REGISTRY, key=lambda name: (name != 'none', name)):  # 'none
   REGISTRY[_name] = REGISTRY.pop(_name)
 
 OPTIONS_KEY = 'model.pos_encoding_options'
+_LOADED: dict[str, str] = {}  # An encoding module's real path -> the encoding it registered.
 
 __all__ = [
     'REGISTRY', 'AttentionTerms', 'CannotExtrapolate', 'ContentTerm', 'PositionalEncoding', 'Rotary',
-    'options_config', 'resolve_options', 'upgrade_config', 'create', 'terms_shape', 'default_terms', 'acts_in_attention',
+    'options_config', 'resolve_options', 'upgrade_config', 'create', 'terms_shape', 'default_terms',
+    'acts_in_attention', 'load_module',
 ]
+
+
+def load_module(path: str) -> str:
+  """Registers the one encoding that the Python file at `path`, outside this package, defines under
+  `@base.register(NAME)`, and returns NAME; the same file again returns it again. Raises ValueError, naming the
+  file, where it does not exist or fails to run, registers no encoding or more than one, or takes a name already
+  registered; the registry is then as it was."""
+  real = os.path.realpath(path)
+  if real in _LOADED:
+    return _LOADED[real]
+  if not os.path.isfile(real):
+    raise ValueError(f'encoding module {path}: no such file')
+  before, problem = set(REGISTRY), None
+  spec = importlib.util.spec_from_file_location(f'lra_posenc_encoding_module_{len(_LOADED)}', real)
+  try:
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+  except Exception as error:  # A user's file: one line naming it, whatever it raised.
+    problem = f'{type(error).__name__}: {error}'
+  added = [name for name in REGISTRY if name not in before]
+  if problem is None and len(added) != 1:
+    problem = (f"registers {len(added)} encodings{' (' + ', '.join(added) + ')' if added else ''}; an encoding "
+               'module registers exactly one, with @lra_posenc.encodings.base.register(NAME)')
+  if problem:
+    for name in added:
+      del REGISTRY[name]
+    raise ValueError(f'encoding module {path}: {problem}')
+  _LOADED[real] = added[0]
+  return added[0]
 
 
 def options_config() -> ml_collections.ConfigDict:

@@ -11,7 +11,8 @@ from lra_posenc import encodings
 from lra_posenc.data import listops as generator
 from lra_posenc.listops import augment, input_pipeline
 from lra_posenc.models.classifier import PLACEMENTS, POOLINGS, TransformerClassifier
-from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, config_keys, transformer_config
+from lra_posenc.models.transformer import (CONFIG_KEYS, IF_SET_CONFIG_KEYS, TransformerConfig, config_keys,
+                                          transformer_config)
 from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_trainer_settings, section_keys
 from lra_posenc.validation import check_positive, check_section_choice
 
@@ -94,7 +95,7 @@ def read_data(data: ml_collections.ConfigDict) -> DataSettings:
 
 def read_model(model: ml_collections.ConfigDict, data: DataSettings) -> TransformerClassifier:
   """The classifier `config.model` describes for `data`'s inputs."""
-  check_keys(model, 'model', MODEL_KEYS)
+  check_keys(model, 'model', MODEL_KEYS, optional=IF_SET_CONFIG_KEYS)
   check_positive(model, 'model', 'classifier_dim', 'length_multiple')
   check_section_choice(model, 'model', 'pooling', POOLINGS)
   check_section_choice(model, 'model', 'pos_encoding_placement', PLACEMENTS)

@@ -12,8 +12,8 @@ from lra_posenc.lm.input_pipeline import LEVELS
 from lra_posenc.lm.passkey import Passkey
 from lra_posenc.models.language_model import LanguageModel
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
-from lra_posenc.models.transformer import (CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig, config_keys,
-                                           transformer_config)
+from lra_posenc.models.transformer import (CONFIG_KEYS, IF_SET_CONFIG_KEYS, OPTIONAL_CONFIG_KEYS, TransformerConfig,
+                                          config_keys, transformer_config)
 from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_section, read_trainer_settings
 from lra_posenc.validation import check_choice, check_range
 
@@ -162,7 +162,7 @@ def read_data(data: ml_collections.ConfigDict) -> DataSettings:
 def read_model(model: ml_collections.ConfigDict, data: DataSettings, *, vocab_size: int) -> LanguageModel:
   """The language model `config.model` describes, for `data`'s windows and a vocabulary of `vocab_size` tokens
   (known once the training text is read)."""
-  check_keys(model, 'model', MODEL_KEYS)
+  check_keys(model, 'model', MODEL_KEYS, optional=IF_SET_CONFIG_KEYS)
   if not isinstance(model.use_bias, bool):
     raise ValueError(f'model.use_bias must be True or False, got {model.use_bias!r}')
   check_range('model.init_std', model.init_std, above=0, why="GPT-2's initialisation; the embeddings' too")

@@ -54,6 +54,10 @@ class TransformerConfig:
   # (GPT-2, section 2.3; nanoGPT).
   use_bias: bool = dataclasses.field(default=True, metadata={KEY_OF: 'optional'})
   init_std: float = dataclasses.field(default=0.0, metadata={KEY_OF: 'optional'})
+  # A key of any task's `config.model`, present only where set: the file an encoding outside the package comes
+  # from ('': the package's own), which `transformer_config` loads before reading the encoding; a config (a run's
+  # config.json) names it where it selects such an encoding (`config_files.config_argument`).
+  pos_encoding_module: str = dataclasses.field(default='', metadata={KEY_OF: 'if_set'})
 
   @property
   def head_dim(self) -> int:
@@ -69,17 +73,20 @@ class TransformerConfig:
 
 def config_keys(fields_of: type, whose: str = 'every') -> tuple[str, ...]:
   """The `config.model` keys among the fields of `fields_of` (a dataclass, a Flax module among them) that are
-  `whose` ('every', 'optional'), in field order; Flax's own fields (parent, name) are none."""
+  `whose` ('every', 'optional', 'if_set'), in field order; Flax's own fields (parent, name) are none."""
   kinds = {f.name: f.metadata.get(KEY_OF, 'every') for f in dataclasses.fields(fields_of)
            if f.name not in ('parent', 'name') or not issubclass(fields_of, nn.Module)}
   for name, kind in kinds.items():
-    if kind not in ('every', 'optional', 'none'):
-      raise ValueError(f"{fields_of.__name__}.{name}: {KEY_OF} {kind!r} is not 'every', 'optional' or 'none'")
+    if kind not in ('every', 'optional', 'if_set', 'none'):
+      raise ValueError(f"{fields_of.__name__}.{name}: {KEY_OF} {kind!r} is not 'every', 'optional', 'if_set' or "
+                       "'none'")
   return tuple(name for name, kind in kinds.items() if kind == whose)
 
 
-# The Transformer stack's keys in every task's `config.model`, and those a task's model may add: the fields.
+# The Transformer stack's keys in every task's `config.model`, those a task's model may add, and those any config
+# may carry where set (`check_keys`' optional keys): the fields.
 CONFIG_KEYS, OPTIONAL_CONFIG_KEYS = config_keys(TransformerConfig), config_keys(TransformerConfig, 'optional')
+IF_SET_CONFIG_KEYS = config_keys(TransformerConfig, 'if_set')
 # Where each block's layer norms sit: 'pre', before each sublayer with one more after the stack (stable
 # without warmup; Xiong et al. 2020), or 'post', after each residual sum (Vaswani et al. 2017; fairseq's
 # default, the Multi30k literature's).
@@ -109,10 +116,12 @@ def transformer_config(model: ml_collections.ConfigDict, *, max_len: int) -> Tra
     check_range(f'model.{key}', model[key], at_least=0, below=1)
   if model.qkv_dim % model.num_heads:
     raise ValueError(f'model.qkv_dim={model.qkv_dim} is not divisible by model.num_heads={model.num_heads}')
+  if model.get('pos_encoding_module'):
+    encodings.load_module(model.pos_encoding_module)
   options = encodings.resolve_options(model.pos_encoding, model.pos_encoding_options)
   encodings.REGISTRY[model.pos_encoding].check_model(options, max_len=max_len,
                                                      head_dim=model.qkv_dim // model.num_heads)
-  keys = CONFIG_KEYS + tuple(key for key in OPTIONAL_CONFIG_KEYS if key in model)
+  keys = CONFIG_KEYS + tuple(key for key in OPTIONAL_CONFIG_KEYS + IF_SET_CONFIG_KEYS if key in model)
   cfg = TransformerConfig(**{key: model[key] for key in keys} | {
       'pos_encoding_options': options, 'dtype': jnp.dtype(DTYPES[model.dtype]), 'max_len': max_len})
   if cfg.attention_implementation == 'cudnn':  # What holds for every call; lengths are checked per call.

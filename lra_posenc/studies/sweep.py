@@ -6,12 +6,13 @@
         --variants=none,sinusoidal,learned,rope,chebyshev,legendre --seeds=0 \\
         --output_dir=runs/sweeps/multi30k_cpu --set=data.data_dir=../shared/data/multi30k
 
-A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1`
-(a key without a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder`
-(a dotted key is any config key). `--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`),
-applies to every run. Every run's config is checked before any trains (in a process of its own, so this one
-never holds an accelerator); the first bad key is an error naming it, and the variant where only its overrides
-are at fault.
+A variant is an encoding name, optionally with overrides: `legendre:grid=open:position_offset=1` (a key without
+a dot is an option of that encoding) or `chebyshev:model.pos_encoding_placement=after_encoder` (a dotted key is any
+config key). An encoding outside the package is named in the config argument,
+`--config=CONFIG_FILE:VARIANT,encoding_module=PATH` (docs/encodings.md), then in --variants as any other.
+`--config.KEY=VALUE`, as in training (or `--set KEY=VALUE`), applies to every run. Every run's config is checked
+before any trains (in a process of its own, so this one never holds an accelerator); the first bad key is an error
+naming it, and the variant where only its overrides are at fault.
 
 Each run is the task's own training command in OUTPUT_DIR/VARIANT/seed_S, its output
 in train.log there. --jobs=N trains up to N runs at once, for an accelerator that small runs
@@ -47,7 +48,7 @@ import numpy as np
 from absl import flags
 
 from lra_posenc import encodings, tasks
-from lra_posenc.config_files import config_of_flags
+from lra_posenc.config_files import config_of_flags, encoding_module_of
 from lra_posenc.data.files import written_whole
 from lra_posenc.plots import comparison_figure, save_line_plot
 from lra_posenc.run_folders import Variant, mean_and_std, mean_std_cell, parse_override, parse_variant
@@ -99,6 +100,10 @@ def config_error(task_name: str, config: str, variant_specs: Sequence[str],
   """What `check_run_configs` reports, as training would (None: every run's config is valid): the shared
   config and settings first, then each variant's overrides."""
   task = tasks.find(task_name)
+  try:
+    encoding_module_of(config)  # This process's registry, as the sweep's and each run's.
+  except ValueError as error:
+    return str(error)
   for label, overrides in [('', list(settings))] + [
       (f'variant {spec!r}: ', list(settings) + list(parse_variant(spec).overrides)) for spec in variant_specs]:
     try:
@@ -453,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       parser.error(f'{arg} is not --config.KEY=VALUE')
   task = args.task
   try:
+    encoding_module_of(args.config)  # An encoding outside the package, registered before variants name it.
     variants = [parse_variant(spec) for spec in args.variants.split(',')]
     seeds = comma_separated('--seeds', args.seeds, int)
   except ValueError as error:

@@ -29,15 +29,18 @@ RENAMED = {
 }
 
 
-def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[str]) -> None:
-  """Every key of `section` must be one the code reads, and every read key must be present."""
-  allowed = list(allowed)
+def check_keys(section: ml_collections.ConfigDict, path: str, allowed: Iterable[str],
+               optional: Iterable[str] = ()) -> None:
+  """Every key of `section` must be one the code reads, and every read key must be present but the `optional`
+  ones (read where set)."""
+  optional = list(optional)
+  allowed = list(allowed) + optional
   for key in section.keys():
     if f'{path}.{key}' in RENAMED:
       raise ValueError(f'{path}.{key} was renamed; use {RENAMED[f"{path}.{key}"]}')
     if key not in allowed:
       raise ValueError(f'{path}.{key} is not a config key the code reads; valid keys of {path}: {allowed}')
-  missing = [key for key in allowed if key not in section]
+  missing = [key for key in allowed if key not in section and key not in optional]
   if missing:
     raise ValueError(f'{path} lacks key(s) {missing}')
 

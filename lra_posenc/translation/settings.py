@@ -9,7 +9,7 @@ import jax
 import ml_collections
 
 from lra_posenc.models.seq2seq import EMBEDDING_SCALINGS
-from lra_posenc.models.transformer import CONFIG_KEYS, TransformerConfig, transformer_config
+from lra_posenc.models.transformer import CONFIG_KEYS, IF_SET_CONFIG_KEYS, TransformerConfig, transformer_config
 from lra_posenc.training.batches import token_budget_batch_sizes
 from lra_posenc.training.checkpointing import read_config
 from lra_posenc.training.settings import ConfigHistory, TrainerSettings, check_keys, read_trainer_settings, section_keys
@@ -203,7 +203,7 @@ def read_decoding(decoding: ml_collections.ConfigDict) -> DecodingSettings:
 
 def read_model(model: ml_collections.ConfigDict, data: DataSettings, decoding: DecodingSettings) -> ModelSettings:
   """`config.model`, for as many positions as training, evaluated sources and decoded outputs need."""
-  check_keys(model, 'model', MODEL_KEYS)
+  check_keys(model, 'model', MODEL_KEYS, optional=IF_SET_CONFIG_KEYS)
   check_section_choice(model, 'model', 'embedding_scaling', EMBEDDING_SCALINGS)
   if model.share_embeddings and not data.tokenizer.joint:
     raise ValueError('model.share_embeddings=True needs data.tokenizer.joint=True (one vocabulary)')
