@@ -433,6 +433,7 @@ def test_a_study_file_reads_as_the_table_it_declares_and_positions_order_the_stu
      r"table 1: statistics = \['best', 'test'\] should be an array of 3 strings"),
     (('"toy/runs"', '"toy/run"'), r"table 1: source 'toy/run' is not under "),
     (('title = "Toy ListOps"', 'title = "Toy'), r': .*line 5'),
+    ((LISTOPS_STUDY, 'task = "listops"\ntables = [1]\n'), r': no \[\[tables\]\], or tables that are not'),
 ])
 def test_a_bad_study_file_is_one_error_naming_the_file_the_table_and_the_key(listops_tree, edit, message):
   path = os.path.join(listops_tree, 'toy', study_files.STUDY_FILE)

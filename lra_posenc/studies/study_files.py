@@ -126,8 +126,9 @@ def read_study(path: str, results_dir: str) -> list[SummaryTable]:
     tasks.find(study['task'])
   except ValueError as error:
     raise StudyFileError(f'{path}: {error}') from None
-  if not isinstance(study.get('tables'), list) or not study['tables']:
-    raise StudyFileError(f'{path}: no [[tables]]')
+  if not isinstance(study.get('tables'), list) or not study['tables'] or not all(
+      isinstance(table, dict) for table in study['tables']):
+    raise StudyFileError(f'{path}: no [[tables]], or tables that are not [[tables]] sections')
   tables = []
   for number, table in enumerate(study['tables'], 1):
     where = f'{path}: table {number}'
