@@ -34,7 +34,9 @@ def config_argument(arg: str | None, variants: Sequence[str | None]) -> tuple[st
                      + (f' (with ,{ENCODING_MODULE}PATH)' if modules else ''))
   if len(modules) > 1 or modules and not modules[0]:
     raise ValueError(f'config argument {arg!r}: at most one {ENCODING_MODULE}PATH, with a path')
-  return variant, encoding_module_of(f':{arg}') if modules else ''
+  if modules:
+    encodings.load_module(modules[0])
+  return variant, modules[0] if modules else ''
 
 
 def encoding_module_of(config: str) -> str:

@@ -149,6 +149,10 @@ def find(name: str) -> TaskSpec:
   return spec
 
 
+# A --task flag's help: the task folders' names, or a module (`find`).
+ARGUMENT_HELP = f'{", ".join(TASKS)}, or the module of a task outside the package.'
+
+
 def argument(name: str) -> TaskSpec:
   """`find` as an argparse `type`: a --task whose error is the message."""
   try:

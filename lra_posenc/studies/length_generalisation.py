@@ -350,8 +350,7 @@ def merge_reports(paths: Sequence[str], variants: Sequence[str] | None, report_d
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', type=tasks.argument, help=f'{", ".join(tasks.TASKS)}, or the module of a task '
-                      'outside the package. Required unless --merge.')
+  parser.add_argument('--task', type=tasks.argument, help=tasks.ARGUMENT_HELP + ' Required unless --merge.')
   parser.add_argument('--sweep_dir', help='An --output_dir of lra_posenc.studies.sweep (required unless --merge).')
   parser.add_argument('--by', choices=sorted(BREAKDOWNS), default='length',
                       help='Buckets of input length (beyond training), or (ListOps) nesting depths of the test split.')

@@ -434,8 +434,7 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', required=True, type=tasks.argument,
-                      help=f'{", ".join(tasks.TASKS)}, or the module of a task outside the package.')
+  parser.add_argument('--task', required=True, type=tasks.argument, help=tasks.ARGUMENT_HELP)
   parser.add_argument('--config', required=True, help='Config file and variant, e.g. configs/listops/lra.py:sweep.')
   parser.add_argument('--output_dir', required=True)
   parser.add_argument('--variants', default=','.join(encodings.REGISTRY),

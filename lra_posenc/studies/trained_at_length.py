@@ -77,8 +77,7 @@ def markdown(table: Sequence[dict]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--task', required=True, type=tasks.argument,
-                      help=f'{", ".join(tasks.TASKS)}, or the module of a task outside the package.')
+  parser.add_argument('--task', required=True, type=tasks.argument, help=tasks.ARGUMENT_HELP)
   parser.add_argument('--trained_at_l', required=True, help='The study trained at L: VARIANT/seed_S run folders.')
   parser.add_argument('--trained_at_kl', required=True, help='The runs trained at kL: VARIANT/seed_S run folders.')
   parser.add_argument('--output', default='', help='Where to write the Markdown table (else standard output).')
